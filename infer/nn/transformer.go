@@ -1,0 +1,231 @@
+// Package nn ports the reference's shared streaming layers
+// (moshi/modules/transformer.py, rope.py, gating.py): the streaming
+// transformer used by Mimi's encoder/decoder transformers, the LM's temporal
+// transformer and its depformer. The model packages describe what is
+// computed; the kernels live in infer/ops.
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// TransformerConfig mirrors the StreamingTransformer constructor arguments.
+type TransformerConfig struct {
+	DModel         int
+	NumHeads       int
+	NumLayers      int
+	DimFeedforward int     // constructor's dim_feedforward (the gated hidden size is derived)
+	Context        int     // attention span in steps; 0 = unlimited (capacity = WeightsPerStep)
+	Norm           string  // layer_norm, layer_norm_f32, rms_norm, rms_norm_f32
+	LayerScale     bool    // layer_scale_{1,2}.scale present
+	Gating         string  // "none" (linear1/linear2 + GELU) or an activation name (silu, gelu, relu)
+	PosEmb         string  // "rope" or "none"
+	MaxPeriod      float64 // RoPE max period
+	WeightsPerStep int     // > 0: step t uses weight slice t (depformer)
+}
+
+// GatingHidden is ActivationGating's hidden size for dim_feedforward.
+func GatingHidden(dim, dimFeedforward int) int {
+	if dimFeedforward == 4*dim {
+		return (21 * dim) / 8
+	}
+	return (2 * dimFeedforward) / 3
+}
+
+type norm struct {
+	rms  bool
+	eps  float32
+	w, b []float32
+}
+
+func (n *norm) apply(dst, x []float32) {
+	if n.rms {
+		ops.RMSNorm(dst, x, n.w, n.eps)
+	} else {
+		ops.LayerNorm(dst, x, n.w, n.b, n.eps)
+	}
+}
+
+type gating struct {
+	in, out ops.Mat
+}
+
+// Layer is one StreamingTransformerLayer's weights.
+type Layer struct {
+	InProj, OutProj ops.Mat
+	norm1, norm2    norm
+	scale1, scale2  []float32
+	linear1         ops.Mat
+	linear2         ops.Mat
+	gates           []gating // 1, or WeightsPerStep
+}
+
+// Transformer is a StreamingTransformer's weights and shape.
+type Transformer struct {
+	Cfg    TransformerConfig
+	Layers []*Layer
+	hidden int // FFN hidden size
+	dHead  int
+	rope   *ops.RoPE
+	act    func(float32) float32
+}
+
+// LoadTransformer binds the tensors under prefix ("transformer",
+// "encoder_transformer.transformer", …) and checks every shape.
+func LoadTransformer(f *weights.File, prefix string, cfg TransformerConfig) (*Transformer, error) {
+	D := cfg.DModel
+	if cfg.NumHeads <= 0 || D%cfg.NumHeads != 0 || (D/cfg.NumHeads)%2 != 0 {
+		return nil, fmt.Errorf("%s: d_model %d is not divisible into %d heads of even size", prefix, D, cfg.NumHeads)
+	}
+	if cfg.Context <= 0 && cfg.WeightsPerStep <= 0 {
+		return nil, fmt.Errorf("%s: a streaming transformer needs a context or weights per step", prefix)
+	}
+	t := &Transformer{Cfg: cfg, dHead: D / cfg.NumHeads}
+	switch cfg.PosEmb {
+	case "rope":
+		t.rope = ops.NewRoPE(t.dHead, cfg.MaxPeriod)
+	case "none", "":
+	default:
+		return nil, fmt.Errorf("%s: positional embedding %q is not supported", prefix, cfg.PosEmb)
+	}
+	mult := 1
+	if cfg.WeightsPerStep > 0 {
+		mult = cfg.WeightsPerStep
+	}
+	var normRMS bool
+	var eps float32
+	switch cfg.Norm {
+	case "layer_norm":
+		eps = 1e-5
+	case "layer_norm_f32":
+		eps = 1e-8
+	case "rms_norm":
+		normRMS, eps = true, 1e-5
+	case "rms_norm_f32":
+		normRMS, eps = true, 1e-8
+	default:
+		return nil, fmt.Errorf("%s: norm %q is not supported", prefix, cfg.Norm)
+	}
+	if cfg.Gating == "none" {
+		if cfg.WeightsPerStep > 0 {
+			return nil, fmt.Errorf("%s: weights per step need gating", prefix)
+		}
+		t.hidden = cfg.DimFeedforward
+	} else {
+		t.hidden = GatingHidden(D, cfg.DimFeedforward)
+		switch cfg.Gating {
+		case "silu":
+			t.act = ops.SiLU
+		case "gelu":
+			t.act = func(v float32) float32 { return float32(0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))) }
+		case "relu":
+			t.act = func(v float32) float32 { return max(v, 0) }
+		default:
+			return nil, fmt.Errorf("%s: gating %q is not supported", prefix, cfg.Gating)
+		}
+	}
+	get := func(name string, shape ...int) (ops.Mat, error) {
+		w, err := f.Get(name, shape...)
+		if err != nil {
+			return ops.Mat{}, err
+		}
+		return ops.NewMat(w)
+	}
+	vec := func(name string, shape ...int) ([]float32, error) {
+		w, err := f.Get(name, shape...)
+		if err != nil {
+			return nil, err
+		}
+		return w.Float32s(), nil
+	}
+	loadNorm := func(p string) (norm, error) {
+		n := norm{rms: normRMS, eps: eps}
+		var err error
+		if normRMS {
+			n.w, err = vec(p+".alpha", 1, 1, D)
+			return n, err
+		}
+		if n.w, err = vec(p+".weight", D); err != nil {
+			return n, err
+		}
+		n.b, err = vec(p+".bias", D)
+		return n, err
+	}
+	for i := 0; i < cfg.NumLayers; i++ {
+		p := fmt.Sprintf("%s.layers.%d.", prefix, i)
+		l := &Layer{}
+		var err error
+		if l.InProj, err = get(p+"self_attn.in_proj_weight", mult*3*D, D); err != nil {
+			return nil, err
+		}
+		if l.OutProj, err = get(p+"self_attn.out_proj.weight", mult*D, D); err != nil {
+			return nil, err
+		}
+		if l.norm1, err = loadNorm(p + "norm1"); err != nil {
+			return nil, err
+		}
+		if l.norm2, err = loadNorm(p + "norm2"); err != nil {
+			return nil, err
+		}
+		if cfg.LayerScale {
+			if l.scale1, err = vec(p+"layer_scale_1.scale", D); err != nil {
+				return nil, err
+			}
+			if l.scale2, err = vec(p+"layer_scale_2.scale", D); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.Gating == "none" {
+			if l.linear1, err = get(p+"linear1.weight", t.hidden, D); err != nil {
+				return nil, err
+			}
+			if l.linear2, err = get(p+"linear2.weight", D, t.hidden); err != nil {
+				return nil, err
+			}
+		} else if cfg.WeightsPerStep > 0 {
+			for s := 0; s < cfg.WeightsPerStep; s++ {
+				var g gating
+				if g.in, err = get(fmt.Sprintf("%sgating.%d.linear_in.weight", p, s), 2*t.hidden, D); err != nil {
+					return nil, err
+				}
+				if g.out, err = get(fmt.Sprintf("%sgating.%d.linear_out.weight", p, s), D, t.hidden); err != nil {
+					return nil, err
+				}
+				l.gates = append(l.gates, g)
+			}
+		} else {
+			var g gating
+			if g.in, err = get(p+"gating.linear_in.weight", 2*t.hidden, D); err != nil {
+				return nil, err
+			}
+			if g.out, err = get(p+"gating.linear_out.weight", D, t.hidden); err != nil {
+				return nil, err
+			}
+			l.gates = []gating{g}
+		}
+		t.Layers = append(t.Layers, l)
+	}
+	return t, nil
+}
+
+// Capacity is the number of positions each layer's KV ring holds.
+func (t *Transformer) Capacity() int {
+	if t.Cfg.Context > 0 {
+		return t.Cfg.Context
+	}
+	return t.Cfg.WeightsPerStep
+}
+
+// LayerBytes is the weight storage of layer i.
+func (t *Transformer) LayerBytes(i int) int64 {
+	l := t.Layers[i]
+	n := l.InProj.Bytes() + l.OutProj.Bytes() + l.linear1.Bytes() + l.linear2.Bytes()
+	for _, g := range l.gates {
+		n += g.in.Bytes() + g.out.Bytes()
+	}
+	return n
+}

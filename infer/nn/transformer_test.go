@@ -1,0 +1,103 @@
+package nn
+
+import (
+	"math"
+	"testing"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+func mimiEncoderTransformer(t *testing.T) (*Transformer, *weights.File) {
+	t.Helper()
+	cfg, err := config.Load("../../testdata/tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := weights.Open("../../testdata/tiny/mimi.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := cfg.Mimi.Transformer
+	tr, err := LoadTransformer(f, "encoder_transformer.transformer", TransformerConfig{
+		DModel: mt.DModel, NumHeads: mt.NumHeads, NumLayers: mt.NumLayers, DimFeedforward: mt.DimFeedforward,
+		Context: mt.Context, Norm: mt.Norm, LayerScale: mt.LayerScale != nil, Gating: mt.Gating,
+		PosEmb: mt.PosEmb, MaxPeriod: mt.MaxPeriod,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, f
+}
+
+// The Mimi encoder transformer, fed the reference SEANet output two latent
+// frames per call as offline.py does, reproduces the reference output while
+// its 32-position ring wraps (78 positions).
+func TestMimiEncoderTransformerParity(t *testing.T) {
+	tr, _ := mimiEncoderTransformer(t)
+	exp, err := weights.Open("../../testdata/tiny/expected/mimi/mimi_encode.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := exp.Get("seanet_out")
+	want, _ := exp.Get("encoder_transformer_out")
+	C, T := in.Shape[1], in.Shape[2]
+	x, w := in.Float32s(), want.Float32s()
+	st := tr.NewState()
+	var maxErr, maxRef float64
+	for f := 0; f < T; f += 2 {
+		rows := make([][]float32, 2)
+		for i := range rows {
+			rows[i] = make([]float32, C)
+			for c := 0; c < C; c++ {
+				rows[i][c] = x[c*T+f+i]
+			}
+		}
+		tr.Forward(st, rows)
+		for i := range rows {
+			for c := 0; c < C; c++ {
+				maxErr = math.Max(maxErr, math.Abs(float64(rows[i][c]-w[c*T+f+i])))
+				maxRef = math.Max(maxRef, math.Abs(float64(w[c*T+f+i])))
+			}
+		}
+	}
+	if rel := maxErr / maxRef; rel > 1e-5 {
+		t.Fatalf("max abs err %g (rel %g)", maxErr, rel)
+	}
+	t.Logf("max abs err %g, max |ref| %g", maxErr, maxRef)
+}
+
+// ForwardSteps equals Forward called once per row.
+func TestForwardStepsEqualsSteps(t *testing.T) {
+	tr, _ := mimiEncoderTransformer(t)
+	a, b := tr.NewState(), tr.NewState()
+	n := 45
+	rowsA := make([][]float32, n)
+	rowsB := make([][]float32, n)
+	for i := range rowsA {
+		rowsA[i] = make([]float32, 32)
+		rowsB[i] = make([]float32, 32)
+		for c := range rowsA[i] {
+			v := float32(math.Sin(float64(i*32+c) * 0.37))
+			rowsA[i][c], rowsB[i][c] = v, v
+		}
+	}
+	for i := range rowsA {
+		tr.Forward(a, rowsA[i:i+1])
+	}
+	tr.ForwardSteps(b, rowsB)
+	for i := range rowsA {
+		for c := range rowsA[i] {
+			if d := math.Abs(float64(rowsA[i][c] - rowsB[i][c])); d > 1e-6 {
+				t.Fatalf("row %d col %d: %g vs %g", i, c, rowsA[i][c], rowsB[i][c])
+			}
+		}
+	}
+	for l := range a.Rings {
+		for j := range a.Rings[l].K {
+			if a.Rings[l].K[j] != b.Rings[l].K[j] && math.Abs(float64(a.Rings[l].K[j]-b.Rings[l].K[j])) > 1e-6 {
+				t.Fatalf("ring %d differs at %d", l, j)
+			}
+		}
+	}
+}

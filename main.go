@@ -1,0 +1,47 @@
+// Command pp-offline runs NVIDIA PersonaPlex offline: user WAV in, agent WAV
+// and transcript out. See README.md and docs/ARCHITECTURE.md.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/urfave/cli/v2"
+)
+
+// commands collects the subcommands; each cmd_*.go file registers its own in
+// an init function so that the commands can be written independently.
+var commands []*cli.Command
+
+func register(c *cli.Command) { commands = append(commands, c) }
+
+func newApp() *cli.App {
+	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	return &cli.App{
+		Name:                   "pp-offline",
+		Usage:                  "run NVIDIA PersonaPlex offline (speech in, speech and text out)",
+		Commands:               commands,
+		UseShortOptionHandling: false,
+		HideHelpCommand:        true,
+		Writer:                 os.Stdout,
+		ErrWriter:              os.Stderr,
+	}
+}
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "pp-offline: "+err.Error())
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCoder lets a command choose its exit status (compare uses 1 and 2).
+type exitCoder interface{ ExitCode() int }
+
+func exitCode(err error) int {
+	if ec, ok := err.(exitCoder); ok && ec.ExitCode() != 0 {
+		return ec.ExitCode()
+	}
+	return 1
+}
