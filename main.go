@@ -26,6 +26,8 @@ func newApp() *cli.App {
 		HideHelpCommand:        true,
 		Writer:                 os.Stdout,
 		ErrWriter:              os.Stderr,
+		// main prints errors and picks exit codes (exitCode), for every command.
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
 }
 
