@@ -62,6 +62,10 @@ func WriteFile(path string, tensors []*Tensor, metadata map[string]string) error
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	// CreateTemp makes 0600 files; outputs are ordinary files.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("%s: %w", path, unwrapPathErr(err))
 	}
