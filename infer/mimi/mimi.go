@@ -1,0 +1,448 @@
+// Package mimi ports the Mimi neural audio codec (moshi/models/compression.py
+// MimiModel as loaders.get_mimi builds it): a causal SEANet encoder, a
+// streaming transformer, a stride-2 convolution from the 25 Hz encoder rate
+// to the 12.5 Hz frame rate and a split residual vector quantizer on the
+// encode side; codebook lookup, a depthwise transposed convolution back to
+// 25 Hz, a transformer and the SEANet decoder on the decode side.
+//
+// Everything runs in streaming mode exactly as offline.py drives it: one
+// frame (FrameSize() samples, 80 ms) per EncodeFrame call giving
+// NumCodebooks codes, one frame of codes per DecodeFrame call giving
+// FrameSize() samples. The streaming state lives in Encoder/Decoder values
+// (one per stream), separate from the weights in Model, and Reset returns a
+// state to the fresh one (reset_streaming).
+package mimi
+
+import (
+	"fmt"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/nn"
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// Model holds Mimi's weights. It is read-only once loaded: any number of
+// encoders and decoders may use it, each from one goroutine at a time.
+type Model struct {
+	Cfg *config.Mimi
+
+	file      *weights.File // owned when opened by Load
+	enc, dec  []layer
+	encTr     *projTransformer
+	decTr     *projTransformer
+	down      *convLayer   // nil when the encoder rate is the frame rate
+	up        *convTrLayer // nil likewise
+	q         *quantizer
+	frameSize int
+	resample  int // SEANet steps per frame (the downsample stride)
+	dim       int // latent dimension (SEANet dimension)
+}
+
+// Load opens a Mimi safetensors checkpoint (memory-mapped; Close releases it).
+func Load(cfg *config.Mimi, path string) (*Model, error) {
+	f, err := weights.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := LoadFile(cfg, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m.file = f
+	return m, nil
+}
+
+// LoadFile binds the tensors of an open file (which must stay open while the
+// model is used) and checks every shape against cfg.
+func LoadFile(cfg *config.Mimi, f *weights.File) (*Model, error) {
+	g, err := geometry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension}
+	if m.enc, err = loadSteps(f, seanetPlan(&cfg.Seanet, true)); err != nil {
+		return nil, err
+	}
+	if m.dec, err = loadSteps(f, seanetPlan(&cfg.Seanet, false)); err != nil {
+		return nil, err
+	}
+	if m.encTr, err = loadProjTransformer(f, "encoder_transformer", cfg); err != nil {
+		return nil, err
+	}
+	if m.decTr, err = loadProjTransformer(f, "decoder_transformer", cfg); err != nil {
+		return nil, err
+	}
+	if g.resample > 1 {
+		l, err := loadConv(f, downsampleDesc(cfg, g.resample))
+		if err != nil {
+			return nil, err
+		}
+		m.down = l.(*convLayer)
+		if l, err = loadConv(f, upsampleDesc(cfg, g.resample)); err != nil {
+			return nil, err
+		}
+		m.up = l.(*convTrLayer)
+	}
+	if m.q, err = loadQuantizer(f, cfg); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Close releases the checkpoint mapping when the model was opened by Load.
+func (m *Model) Close() error {
+	if m.file == nil {
+		return nil
+	}
+	err := m.file.Close()
+	m.file = nil
+	return err
+}
+
+// FrameSize is the number of samples per frame (1920).
+func (m *Model) FrameSize() int { return m.frameSize }
+
+// NumCodebooks is the number of codes per frame (8).
+func (m *Model) NumCodebooks() int { return m.Cfg.NumCodebooks }
+
+// Cardinality is the size of each codebook (2048): codes are in [0, Cardinality).
+func (m *Model) Cardinality() int { return m.q.bins }
+
+// Dimension is the latent dimension (SEANet dimension, 512 for the real Mimi).
+func (m *Model) Dimension() int { return m.dim }
+
+// CheckCodes reports whether codes is one valid frame of codes.
+func (m *Model) CheckCodes(codes []int) error {
+	if len(codes) != m.Cfg.NumCodebooks {
+		return fmt.Errorf("mimi: %d codes in a frame, %d expected", len(codes), m.Cfg.NumCodebooks)
+	}
+	for i, c := range codes {
+		if c < 0 || c >= m.q.bins {
+			return fmt.Errorf("mimi: code %d of codebook %d is out of range [0, %d)", c, i, m.q.bins)
+		}
+	}
+	return nil
+}
+
+type frameGeometry struct{ frameSize, hop, resample int }
+
+func geometry(cfg *config.Mimi) (frameGeometry, error) {
+	if err := checkSeanet(&cfg.Seanet); err != nil {
+		return frameGeometry{}, err
+	}
+	if cfg.SampleRate <= 0 || cfg.FrameRate <= 0 {
+		return frameGeometry{}, fmt.Errorf("mimi: sample_rate and frame_rate must be positive")
+	}
+	if cfg.NumCodebooks < 1 || cfg.NumCodebooks > cfg.Quantizer.NQ {
+		return frameGeometry{}, fmt.Errorf("mimi: num_codebooks %d must be in 1..quantizer.n_q %d", cfg.NumCodebooks, cfg.Quantizer.NQ)
+	}
+	g := frameGeometry{frameSize: cfg.FrameSize(), hop: 1}
+	for _, r := range cfg.Seanet.Ratios {
+		g.hop *= r
+	}
+	if g.frameSize <= 0 || g.frameSize%g.hop != 0 {
+		return g, fmt.Errorf("mimi: frame size %d (sample_rate/frame_rate) is not a multiple of the SEANet hop length %d", g.frameSize, g.hop)
+	}
+	g.resample = g.frameSize / g.hop
+	d := cfg.Seanet.Dimension
+	if in := quantInDim(&cfg.Quantizer); in != d {
+		return g, fmt.Errorf("mimi: quantizer input_dimension %d differs from seanet dimension %d", in, d)
+	}
+	if out := quantOutDim(&cfg.Quantizer); out != d {
+		return g, fmt.Errorf("mimi: quantizer output_dimension %d differs from seanet dimension %d", out, d)
+	}
+	return g, nil
+}
+
+func downsampleDesc(cfg *config.Mimi, stride int) convDesc {
+	d := cfg.Seanet.Dimension
+	return convDesc{prefix: "downsample.conv.conv.conv", in: d, out: d, kernel: 2 * stride, stride: stride, dil: 1,
+		groups: 1, replicate: true}
+}
+
+func upsampleDesc(cfg *config.Mimi, stride int) convDesc {
+	d := cfg.Seanet.Dimension
+	return convDesc{prefix: "upsample.convtr.convtr.convtr", in: d, out: d, kernel: 2 * stride, stride: stride, dil: 1,
+		groups: d, transposed: true}
+}
+
+// projTransformer is ProjectedTransformer: optional input projection, the
+// streaming transformer, the first output projection (others are unused).
+type projTransformer struct {
+	tr              *nn.Transformer
+	inProj, outProj *ops.Mat // nil: identity
+	inDim, outDim   int
+}
+
+func transformerDims(cfg *config.Mimi) (in, dModel, out int) {
+	t := &cfg.Transformer
+	in, dModel, out = t.InputDimension, t.DModel, t.DModel
+	if in == 0 {
+		in = cfg.Seanet.Dimension
+	}
+	if len(t.OutputDimensions) > 0 {
+		out = t.OutputDimensions[0]
+	}
+	return
+}
+
+func transformerConfig(cfg *config.Mimi) nn.TransformerConfig {
+	t := &cfg.Transformer
+	return nn.TransformerConfig{DModel: t.DModel, NumHeads: t.NumHeads, NumLayers: t.NumLayers,
+		DimFeedforward: t.DimFeedforward, Context: t.Context, Norm: t.Norm, LayerScale: t.LayerScale != nil,
+		Gating: t.Gating, PosEmb: t.PosEmb, MaxPeriod: t.MaxPeriod}
+}
+
+func loadProjTransformer(f *weights.File, prefix string, cfg *config.Mimi) (*projTransformer, error) {
+	t := &cfg.Transformer
+	if !t.Causal {
+		return nil, fmt.Errorf("mimi: %s: only causal (streaming) transformers are supported", prefix)
+	}
+	in, dm, out := transformerDims(cfg)
+	if d := cfg.Seanet.Dimension; in != d || out != d {
+		return nil, fmt.Errorf("mimi: %s: input/output dimensions %d/%d differ from seanet dimension %d", prefix, in, out, d)
+	}
+	p := &projTransformer{inDim: in, outDim: out}
+	var err error
+	if p.tr, err = nn.LoadTransformer(f, prefix+".transformer", transformerConfig(cfg)); err != nil {
+		return nil, err
+	}
+	mat := func(name string, rows, cols int) (*ops.Mat, error) {
+		w, err := f.Get(name, rows, cols)
+		if err != nil {
+			return nil, err
+		}
+		m, err := ops.NewMat(w)
+		return &m, err
+	}
+	if in != dm {
+		if p.inProj, err = mat(prefix+".input_proj.weight", dm, in); err != nil {
+			return nil, err
+		}
+	}
+	if out != dm {
+		if p.outProj, err = mat(prefix+".output_projs.0.weight", out, dm); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// trStage is the streaming state of a projTransformer. It works on its own
+// copy of the input rows.
+type trStage struct {
+	p    *projTransformer
+	st   *nn.TransformerState
+	buf  []float32 // [T][d_model]
+	rows [][]float32
+	out  []float32 // [T][outDim] when projected
+}
+
+func (p *projTransformer) newStage(T int) *trStage {
+	s := &trStage{p: p, st: p.tr.NewState()}
+	s.ensure(T)
+	return s
+}
+
+func (s *trStage) ensure(T int) {
+	dm := s.p.tr.Cfg.DModel
+	if len(s.rows) >= T {
+		return
+	}
+	s.buf = make([]float32, T*dm)
+	s.rows = make([][]float32, T)
+	for i := range s.rows {
+		s.rows[i] = s.buf[i*dm : (i+1)*dm]
+	}
+	if s.p.outProj != nil {
+		s.out = make([]float32, T*s.p.outDim)
+	}
+}
+
+func (s *trStage) reset() { s.st.Reset() }
+
+func (s *trStage) forward(x []float32, T int) ([]float32, int) {
+	if T == 0 {
+		return x[:0], 0
+	}
+	s.ensure(T)
+	p := s.p
+	dm := p.tr.Cfg.DModel
+	for t := 0; t < T; t++ {
+		src := x[t*p.inDim : (t+1)*p.inDim]
+		if p.inProj != nil {
+			p.inProj.MatVec(s.rows[t], src)
+		} else {
+			copy(s.rows[t], src)
+		}
+	}
+	p.tr.Forward(s.st, s.rows[:T])
+	if p.outProj == nil {
+		return s.buf[:T*dm], T
+	}
+	for t := 0; t < T; t++ {
+		p.outProj.MatVec(s.out[t*p.outDim:(t+1)*p.outDim], s.rows[t])
+	}
+	return s.out[:T*p.outDim], T
+}
+
+// Encoder is the streaming state of Mimi's encode path (encoder, encoder
+// transformer, downsample; the quantizer is stateless).
+type Encoder struct {
+	m      *Model
+	steps  []stage
+	tr     *trStage
+	down   *convStage
+	qs     *quantScratch
+	codes  []int
+	seanet []float32
+	trOut  []float32
+	latent []float32
+}
+
+// NewEncoder returns a fresh encoder state.
+func (m *Model) NewEncoder() *Encoder {
+	e := &Encoder{m: m, tr: m.encTr.newStage(m.resample), qs: m.q.newScratch(), codes: make([]int, m.Cfg.NumCodebooks)}
+	T := m.frameSize
+	for _, l := range m.enc {
+		s := l.newStage()
+		T = prealloc(s, T)
+		e.steps = append(e.steps, s)
+	}
+	if m.down != nil {
+		e.down = m.down.newConvStage()
+		prealloc(e.down, m.resample)
+	}
+	return e
+}
+
+// Reset returns the encoder to its fresh state (reset_streaming).
+func (e *Encoder) Reset() {
+	for _, s := range e.steps {
+		s.reset()
+	}
+	e.tr.reset()
+	if e.down != nil {
+		e.down.reset()
+	}
+	e.seanet, e.trOut, e.latent = nil, nil, nil
+}
+
+// EncodeFrame encodes one frame of FrameSize() mono samples (mimi.encode on
+// [1, 1, FrameSize]) into NumCodebooks() codes. The returned slice belongs to
+// the encoder and is overwritten by the next call: copy it to keep it.
+func (e *Encoder) EncodeFrame(pcm []float32) []int {
+	m := e.m
+	if len(pcm) != m.frameSize {
+		panic(fmt.Sprintf("mimi: EncodeFrame got %d samples, a frame is %d", len(pcm), m.frameSize))
+	}
+	x, T := pcm, len(pcm)
+	for _, s := range e.steps {
+		x, T = s.forward(x, T)
+	}
+	if T != m.resample {
+		panic(fmt.Sprintf("mimi: SEANet encoder gave %d steps for a frame, %d expected", T, m.resample))
+	}
+	e.seanet = x[:T*m.dim]
+	x, T = e.tr.forward(e.seanet, T)
+	e.trOut = x
+	if e.down != nil {
+		x, T = e.down.forward(x, T)
+	}
+	if T != 1 {
+		panic(fmt.Sprintf("mimi: encoder gave %d latent frames for a frame, 1 expected", T))
+	}
+	e.latent = x[:m.dim]
+	m.q.encode(e.codes, e.latent, e.qs)
+	return e.codes
+}
+
+// SeanetOut is the last frame's SEANet encoder output, [steps][Dimension()]
+// time-major (steps = 2 at 25 Hz), valid until the next call.
+func (e *Encoder) SeanetOut() []float32 { return e.seanet }
+
+// TransformerOut is the last frame's encoder transformer output, like SeanetOut.
+func (e *Encoder) TransformerOut() []float32 { return e.trOut }
+
+// Latent is the last frame's unquantized latent (the quantizer input), [Dimension()].
+func (e *Encoder) Latent() []float32 { return e.latent }
+
+// Decoder is the streaming state of Mimi's decode path (upsample, decoder
+// transformer, SEANet decoder).
+type Decoder struct {
+	m         *Model
+	qs        *quantScratch
+	up        *convTrStage
+	tr        *trStage
+	steps     []stage
+	latent    []float32
+	upsampled []float32
+	trOut     []float32
+	pcm       []float32
+}
+
+// NewDecoder returns a fresh decoder state.
+func (m *Model) NewDecoder() *Decoder {
+	d := &Decoder{m: m, qs: m.q.newScratch(), tr: m.decTr.newStage(m.resample)}
+	if m.up != nil {
+		d.up = m.up.newConvTrStage()
+		prealloc(d.up, 1)
+	}
+	T := m.resample
+	for _, l := range m.dec {
+		s := l.newStage()
+		T = prealloc(s, T)
+		d.steps = append(d.steps, s)
+	}
+	return d
+}
+
+// Reset returns the decoder to its fresh state (reset_streaming).
+func (d *Decoder) Reset() {
+	if d.up != nil {
+		d.up.reset()
+	}
+	d.tr.reset()
+	for _, s := range d.steps {
+		s.reset()
+	}
+	d.latent, d.upsampled, d.trOut, d.pcm = nil, nil, nil, nil
+}
+
+// DecodeFrame decodes one frame of NumCodebooks() codes (mimi.decode on
+// [1, K, 1]) into FrameSize() samples. It panics on invalid codes (see
+// CheckCodes). The returned slice belongs to the decoder and is overwritten
+// by the next call: copy it to keep it.
+func (d *Decoder) DecodeFrame(codes []int) []float32 {
+	m := d.m
+	if err := m.CheckCodes(codes); err != nil {
+		panic(err.Error())
+	}
+	d.latent = m.q.decode(codes, d.qs)
+	x, T := d.latent, 1
+	if d.up != nil {
+		x, T = d.up.forward(x, T)
+	}
+	d.upsampled = x[:T*m.dim]
+	x, T = d.tr.forward(d.upsampled, T)
+	d.trOut = x
+	for _, s := range d.steps {
+		x, T = s.forward(x, T)
+	}
+	if T != m.frameSize {
+		panic(fmt.Sprintf("mimi: decoder gave %d samples for a frame, %d expected", T, m.frameSize))
+	}
+	d.pcm = x[:T]
+	return d.pcm
+}
+
+// QuantizedLatent is the last frame's decoded latent (quantizer.decode), [Dimension()].
+func (d *Decoder) QuantizedLatent() []float32 { return d.latent }
+
+// Upsampled is the last frame's latent at the encoder rate, [steps][Dimension()].
+func (d *Decoder) Upsampled() []float32 { return d.upsampled }
+
+// TransformerOut is the last frame's decoder transformer output, like Upsampled.
+func (d *Decoder) TransformerOut() []float32 { return d.trOut }

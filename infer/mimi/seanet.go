@@ -1,0 +1,445 @@
+package mimi
+
+import (
+	"fmt"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// Activations are time-major everywhere in this package: a signal of T steps
+// and C channels is a flat []float32 of T rows of C values.
+
+// convDesc names one (transposed) convolution of the model and its shape.
+type convDesc struct {
+	prefix          string // tensors prefix+".weight", prefix+".bias"
+	in, out, kernel int
+	stride, dil     int
+	groups          int
+	transposed      bool
+	bias            bool
+	replicate       bool // pad_mode "replicate" (else zeros)
+}
+
+// weightShape is the torch shape of the kernel.
+func (d convDesc) weightShape() []int {
+	if d.transposed {
+		return []int{d.in, d.out / d.groups, d.kernel}
+	}
+	return []int{d.out, d.in / d.groups, d.kernel}
+}
+
+type stepKind int
+
+const (
+	stepConv stepKind = iota
+	stepConvTr
+	stepELU
+	stepRes
+)
+
+// stepDesc is one module of SEANet's nn.Sequential.
+type stepDesc struct {
+	kind     stepKind
+	conv     convDesc   // stepConv, stepConvTr
+	block    []convDesc // stepRes: the residual branch's convs (each after an ELU)
+	shortcut *convDesc  // stepRes without true_skip
+}
+
+func checkSeanet(c *config.Seanet) error {
+	switch {
+	case !c.Causal:
+		return fmt.Errorf("seanet: only causal (streaming) models are supported")
+	case c.Activation != "ELU":
+		return fmt.Errorf("seanet: activation %q is not supported (ELU only)", c.Activation)
+	case c.Norm != "none":
+		return fmt.Errorf("seanet: norm %q is not supported (\"none\": weights already folded)", c.Norm)
+	case c.PadMode != "constant" && c.PadMode != "replicate":
+		return fmt.Errorf("seanet: pad_mode %q is not supported (constant, replicate)", c.PadMode)
+	case c.LSTM != 0:
+		return fmt.Errorf("seanet: LSTM layers are not supported")
+	case c.Channels != 1:
+		return fmt.Errorf("seanet: %d audio channels: only mono is supported", c.Channels)
+	case c.NFilters <= 0 || c.Dimension <= 0 || c.Compress <= 0 || c.KernelSize <= 0 || c.LastKernelSize <= 0 || c.ResidualKernelSize <= 0 || c.NResidualLayers < 0:
+		return fmt.Errorf("seanet: sizes must be positive")
+	}
+	for _, r := range c.Ratios {
+		if r <= 0 {
+			return fmt.Errorf("seanet: ratios must be positive")
+		}
+	}
+	return nil
+}
+
+// seanetPlan lists SEANetEncoder/SEANetDecoder's modules with the names their
+// weights have under "encoder.model" / "decoder.model".
+func seanetPlan(c *config.Seanet, encoder bool) []stepDesc {
+	var steps []stepDesc
+	prefix := "decoder.model"
+	if encoder {
+		prefix = "encoder.model"
+	}
+	repl := c.PadMode == "replicate"
+	conv := func(in, out, k, stride, dil int) convDesc {
+		return convDesc{prefix: fmt.Sprintf("%s.%d.conv.conv", prefix, len(steps)), in: in, out: out, kernel: k,
+			stride: stride, dil: dil, groups: 1, bias: true, replicate: repl}
+	}
+	res := func(dim int) {
+		for j := 0; j < c.NResidualLayers; j++ {
+			hidden := dim / c.Compress
+			dil := 1
+			for range j {
+				dil *= c.DilationBase
+			}
+			p := fmt.Sprintf("%s.%d", prefix, len(steps))
+			kernels := []int{c.ResidualKernelSize, 1}
+			dils := []int{dil, 1}
+			s := stepDesc{kind: stepRes}
+			for i := range kernels {
+				in, out := hidden, hidden
+				if i == 0 {
+					in = dim
+				}
+				if i == len(kernels)-1 {
+					out = dim
+				}
+				s.block = append(s.block, convDesc{prefix: fmt.Sprintf("%s.block.%d.conv.conv", p, 2*i+1), in: in, out: out,
+					kernel: kernels[i], stride: 1, dil: dils[i], groups: 1, bias: true, replicate: repl})
+			}
+			if !c.TrueSkip {
+				s.shortcut = &convDesc{prefix: p + ".shortcut.conv.conv", in: dim, out: dim, kernel: 1, stride: 1, dil: 1,
+					groups: 1, bias: true, replicate: repl}
+			}
+			steps = append(steps, s)
+		}
+	}
+	elu := func() { steps = append(steps, stepDesc{kind: stepELU}) }
+	nf := c.NFilters
+	if encoder {
+		mult := 1
+		steps = append(steps, stepDesc{kind: stepConv, conv: conv(c.Channels, nf, c.KernelSize, 1, 1)})
+		for i := len(c.Ratios) - 1; i >= 0; i-- {
+			r := c.Ratios[i]
+			res(mult * nf)
+			elu()
+			steps = append(steps, stepDesc{kind: stepConv, conv: conv(mult*nf, 2*mult*nf, 2*r, r, 1)})
+			mult *= 2
+		}
+		elu()
+		steps = append(steps, stepDesc{kind: stepConv, conv: conv(mult*nf, c.Dimension, c.LastKernelSize, 1, 1)})
+		return steps
+	}
+	mult := 1 << len(c.Ratios)
+	steps = append(steps, stepDesc{kind: stepConv, conv: conv(c.Dimension, mult*nf, c.KernelSize, 1, 1)})
+	for _, r := range c.Ratios {
+		elu()
+		d := convDesc{prefix: fmt.Sprintf("%s.%d.convtr.convtr", prefix, len(steps)), in: mult * nf, out: mult * nf / 2,
+			kernel: 2 * r, stride: r, dil: 1, groups: 1, transposed: true, bias: true}
+		steps = append(steps, stepDesc{kind: stepConvTr, conv: d})
+		res(mult * nf / 2)
+		mult /= 2
+	}
+	elu()
+	steps = append(steps, stepDesc{kind: stepConv, conv: conv(nf, c.Channels, c.LastKernelSize, 1, 1)})
+	return steps
+}
+
+// layer is the weights of one streaming module; stage is its state.
+type layer interface{ newStage() stage }
+
+type stage interface {
+	// forward consumes T input rows and returns the output rows it can
+	// produce now. The result is owned by the stage and valid until its
+	// next forward; x is not modified unless the stage says so.
+	forward(x []float32, T int) ([]float32, int)
+	reset()
+}
+
+func loadConv(f *weights.File, d convDesc) (layer, error) {
+	w, err := f.Get(d.prefix+".weight", d.weightShape()...)
+	if err != nil {
+		return nil, err
+	}
+	var b *weights.Tensor
+	if d.bias {
+		if b, err = f.Get(d.prefix+".bias", d.out); err != nil {
+			return nil, err
+		}
+	}
+	if d.transposed {
+		c, err := ops.NewConvTranspose1d(w, b, d.stride, d.groups)
+		if err != nil {
+			return nil, err
+		}
+		return &convTrLayer{c: c}, nil
+	}
+	c, err := ops.NewConv1d(w, b, d.stride, d.dil, d.groups)
+	if err != nil {
+		return nil, err
+	}
+	return &convLayer{c: c, pad: c.Span() - c.Stride, replicate: d.replicate}, nil
+}
+
+func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
+	var out []layer
+	for _, s := range plan {
+		switch s.kind {
+		case stepConv, stepConvTr:
+			l, err := loadConv(f, s.conv)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+		case stepELU:
+			out = append(out, eluLayer{})
+		case stepRes:
+			r := &resLayer{}
+			for _, d := range s.block {
+				l, err := loadConv(f, d)
+				if err != nil {
+					return nil, err
+				}
+				r.block = append(r.block, l.(*convLayer))
+			}
+			if s.shortcut != nil {
+				l, err := loadConv(f, *s.shortcut)
+				if err != nil {
+					return nil, err
+				}
+				r.shortcut = l.(*convLayer)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// grow returns b resized to n, reallocating (without keeping the contents)
+// only when its capacity is too small.
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// convLayer is StreamingConv1d: a causal convolution whose streaming state
+// keeps the input rows not consumed yet (RawStreamingConv1d.previous) and
+// pads the first input after a reset with Span−Stride rows on the left
+// (zeros, or copies of the first row for pad_mode "replicate").
+type convLayer struct {
+	c         *ops.Conv1d
+	pad       int
+	replicate bool
+}
+
+type convStage struct {
+	l     *convLayer
+	buf   []float32 // held rows then new rows, [rows][In]
+	held  int
+	first bool // the left padding is still to add
+	out   []float32
+	sc    ops.ConvScratch
+}
+
+func (l *convLayer) newStage() stage { return l.newConvStage() }
+
+func (l *convLayer) newConvStage() *convStage { return &convStage{l: l, first: true} }
+
+func (s *convStage) reset() {
+	s.held = 0
+	s.first = true
+}
+
+func (s *convStage) forward(x []float32, T int) ([]float32, int) {
+	c := s.l.c
+	in := c.In
+	pad := 0
+	if s.first && T > 0 {
+		pad = s.l.pad
+		s.first = false
+	}
+	rows := s.held + pad + T
+	if cap(s.buf) < rows*in {
+		nb := make([]float32, rows*in)
+		copy(nb, s.buf[:s.held*in])
+		s.buf = nb
+	}
+	buf := s.buf[:rows*in]
+	p := s.held * in
+	if pad > 0 {
+		seg := buf[p : p+pad*in]
+		if s.l.replicate {
+			for r := 0; r < pad; r++ {
+				copy(seg[r*in:(r+1)*in], x[:in])
+			}
+		} else {
+			clear(seg)
+		}
+		p += pad * in
+	}
+	copy(buf[p:], x[:T*in])
+	n := 0
+	if span := c.Span(); rows >= span {
+		n = (rows-span)/c.Stride + 1
+	}
+	s.out = grow(s.out, n*c.Out)
+	c.Forward(s.out, buf, n, &s.sc)
+	off := n * c.Stride
+	s.held = rows - off
+	copy(buf, buf[off*in:])
+	return s.out, n
+}
+
+// convTrLayer is StreamingConvTranspose1d: the full transposed convolution
+// of each input, whose last Kernel−Stride rows (still receiving
+// contributions from the next inputs) are kept as the partial state and
+// added to the next output.
+type convTrLayer struct{ c *ops.ConvTranspose1d }
+
+type convTrStage struct {
+	l       *convTrLayer
+	acc     []float32 // [OutRows(T)][Out]
+	partial []float32 // [Kernel−Stride][Out], without bias
+	sc      ops.ConvScratch
+}
+
+func (l *convTrLayer) newStage() stage { return l.newConvTrStage() }
+
+func (l *convTrLayer) newConvTrStage() *convTrStage {
+	c := l.c
+	return &convTrStage{l: l, partial: make([]float32, (c.Kernel-c.Stride)*c.Out)}
+}
+
+func (s *convTrStage) reset() { clear(s.partial) }
+
+func (s *convTrStage) forward(x []float32, T int) ([]float32, int) {
+	if T == 0 {
+		return s.acc[:0], 0
+	}
+	c := s.l.c
+	out := c.Out
+	full := c.OutRows(T)
+	s.acc = grow(s.acc, full*out)
+	acc := s.acc
+	np := len(s.partial)
+	copy(acc, s.partial)
+	clear(acc[np:])
+	c.Accumulate(acc, x, T, &s.sc)
+	ready := full - (c.Kernel - c.Stride) // = T·Stride
+	copy(s.partial, acc[ready*out:])
+	if c.Bias != nil {
+		for r := 0; r < ready; r++ {
+			ops.Add(acc[r*out:(r+1)*out], c.Bias)
+		}
+	}
+	return acc[:ready*out], ready
+}
+
+// eluLayer is nn.ELU(alpha=1), applied in place on its input (the previous
+// stage's output, never needed again).
+type eluLayer struct{}
+
+func (eluLayer) newStage() stage { return eluStage{} }
+
+type eluStage struct{}
+
+func (eluStage) reset() {}
+
+func (eluStage) forward(x []float32, T int) ([]float32, int) {
+	ops.ELU(x)
+	return x, T
+}
+
+// resLayer is SEANetResnetBlock: x + convs(ELU(…)) with an identity (true
+// skip) or 1×1 convolution shortcut. Its causal stride-1 convolutions give
+// as many rows as they get, so StreamingAdd never has to buffer.
+type resLayer struct {
+	block    []*convLayer
+	shortcut *convLayer
+}
+
+type resStage struct {
+	l        *resLayer
+	block    []*convStage
+	shortcut *convStage
+	tmp      []float32
+}
+
+func (l *resLayer) newStage() stage {
+	s := &resStage{l: l}
+	for _, c := range l.block {
+		s.block = append(s.block, c.newConvStage())
+	}
+	if l.shortcut != nil {
+		s.shortcut = l.shortcut.newConvStage()
+	}
+	return s
+}
+
+func (s *resStage) reset() {
+	for _, b := range s.block {
+		b.reset()
+	}
+	if s.shortcut != nil {
+		s.shortcut.reset()
+	}
+}
+
+func (s *resStage) forward(x []float32, T int) ([]float32, int) {
+	in := s.l.block[0].c.In
+	s.tmp = grow(s.tmp, T*in)
+	copy(s.tmp, x[:T*in])
+	y, n := s.tmp, T
+	for _, b := range s.block {
+		ops.ELU(y[:n*b.l.c.In]) // on the copy of x, then on each conv's own output
+		y, n = b.forward(y, n)
+	}
+	skip := x
+	if s.shortcut != nil {
+		var ns int
+		skip, ns = s.shortcut.forward(x, T)
+		if ns != n {
+			panic(fmt.Sprintf("mimi: residual block: shortcut gave %d rows, branch %d", ns, n))
+		}
+	}
+	if n != T && s.shortcut == nil {
+		panic(fmt.Sprintf("mimi: residual block: branch gave %d rows for %d inputs", n, T))
+	}
+	ops.Add(y, skip[:len(y)])
+	return y, n
+}
+
+// prealloc sizes a stage's buffers for inputs of T rows (any later call
+// with as many rows allocates nothing) and returns its most output rows.
+func prealloc(s stage, T int) int {
+	if T <= 0 {
+		return 0
+	}
+	switch s := s.(type) {
+	case *convStage:
+		c := s.l.c
+		s.buf = make([]float32, (T+c.Span())*c.In)
+		n := (T-1)/c.Stride + 1
+		s.out = make([]float32, n*c.Out)
+		c.Reserve(&s.sc, n)
+		return n
+	case *convTrStage:
+		c := s.l.c
+		s.acc = make([]float32, c.OutRows(T)*c.Out)
+		c.Reserve(&s.sc, T)
+		return T * c.Stride
+	case *resStage:
+		s.tmp = make([]float32, T*s.l.block[0].c.In)
+		n := T
+		for _, b := range s.block {
+			n = prealloc(b, n)
+		}
+		if s.shortcut != nil {
+			prealloc(s.shortcut, T)
+		}
+		return n
+	}
+	return T
+}
