@@ -167,16 +167,16 @@ func Default() *Config {
 	}
 }
 
-// Parse reads a config in the flat schema. Missing fields take the defaults
-// of the real model; a missing "mimi" object gives the real Mimi.
+// Parse reads a config in the flat schema. Missing fields take the values of
+// the real model; a missing "mimi" object (or missing field in it) those of
+// the real Mimi.
 func Parse(data []byte) (*Config, error) {
-	c := Default()
-	c.Mimi = nil
+	c := Default() // fields absent from the file keep the real model's values
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(c); err != nil {
 		return nil, err
 	}
-	if c.Mimi == nil {
+	if c.Mimi == nil { // "mimi": null
 		c.Mimi = DefaultMimi()
 	}
 	if err := c.Validate(); err != nil {

@@ -1,0 +1,136 @@
+package weights
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func image(t *testing.T, header string, body int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, uint64(len(header)))
+	b.WriteString(header)
+	b.Write(make([]byte, body))
+	return b.Bytes()
+}
+
+func TestOpenFixtureMapsInFileDtype(t *testing.T) {
+	f, err := Open("../../testdata/tiny/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if len(f.Names()) != 151 {
+		t.Fatalf("%d tensors, want 151", len(f.Names()))
+	}
+	w, err := f.Get("text_emb.weight", 1001, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.DType != BF16 || len(w.Data) != 1001*64*2 {
+		t.Fatalf("dtype %s, %d bytes", w.DType, len(w.Data))
+	}
+	// The view aliases the mapping: widening is exact (bf16 bits << 16).
+	u := w.Uint16s()
+	fl := w.Float32s()
+	for i := 0; i < 100; i++ {
+		if got := uint32(u[i]) << 16; got != mathBits(fl[i]) {
+			t.Fatalf("element %d not widened exactly", i)
+		}
+	}
+}
+
+func TestErrorsNameTheProblem(t *testing.T) {
+	good := `{"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}}`
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"tiny", []byte{1, 2, 3}, "not a safetensors file"},
+		{"truncated", image(t, good, 8), "truncated"},
+		{"lying offsets", image(t, `{"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}}`, 16), "needs 16"},
+		{"overlap", image(t, `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, 12), "overlap"},
+		{"bad json", image(t, `{"a":`, 0), "bad safetensors header"},
+		{"not json", image(t, `hello`, 0), "not a safetensors file"},
+		{"huge header", append([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, make([]byte, 16)...), "header length"},
+		{"dtype", image(t, `{"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}}`, 8), "unsupported dtype"},
+		{"gap", image(t, `{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), "invalid safetensors file"},
+	}
+	for _, c := range cases {
+		_, err := FromBytes(c.name+".safetensors", c.data)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), c.name+".safetensors: ") {
+			t.Errorf("%s: got %v, want an error naming the file and %q", c.name, err, c.want)
+		}
+	}
+	f, err := FromBytes("ok.safetensors", image(t, good, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Get("missing"); err == nil || !strings.Contains(err.Error(), `missing tensor "missing"`) {
+		t.Errorf("missing tensor: %v", err)
+	}
+	if _, err := f.Get("a", 4); err == nil || !strings.Contains(err.Error(), `"a" has shape [2 2], the config expects [4]`) {
+		t.Errorf("shape mismatch: %v", err)
+	}
+}
+
+func TestOpenFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "nope.safetensors")); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("directory: %v", err)
+	}
+	p := filepath.Join(dir, "cut.safetensors")
+	data, _ := os.ReadFile("../../testdata/tiny/mimi.safetensors")
+	os.WriteFile(p, data[:len(data)/2], 0o644)
+	if _, err := Open(p); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("truncated: %v", err)
+	}
+}
+
+func TestWriteRoundTrip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "codes.safetensors")
+	codes := Int64Tensor("codes", []int{1, 2, 3}, []int64{1, -2, 3, 2047, 0, 5})
+	x := Float32Tensor("x", []int{2}, []float32{1.5, -0.25})
+	if err := WriteFile(p, []*Tensor{codes, x}, map[string]string{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, _ := f.Get("codes", 1, 2, 3)
+	if got := c.Int64s(); got[1] != -2 || got[3] != 2047 {
+		t.Fatalf("codes %v", got)
+	}
+	xx, _ := f.Get("x", 2)
+	if got := xx.Float32s(); got[0] != 1.5 || got[1] != -0.25 {
+		t.Fatalf("x %v", got)
+	}
+	if f.Metadata["k"] != "v" {
+		t.Fatalf("metadata %v", f.Metadata)
+	}
+	st, _ := os.Stat(p)
+	if st.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v", st.Mode())
+	}
+}
+
+func TestHalfToFloat(t *testing.T) {
+	for _, c := range []struct {
+		h uint16
+		f float32
+	}{{0x3c00, 1}, {0xc000, -2}, {0x0001, 5.9604645e-08}, {0x7bff, 65504}, {0x3555, 0.33325195}} {
+		if got := HalfToFloat(c.h); got != c.f {
+			t.Errorf("%#x: %v want %v", c.h, got, c.f)
+		}
+	}
+}
