@@ -1,0 +1,314 @@
+package offload
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/nn"
+)
+
+// ElemBytes is the storage size of one weight element: every LM weight of a
+// PersonaPlex checkpoint, norms included, is bf16.
+const ElemBytes = 2
+
+// Kind is what a unit of the LM is.
+type Kind int
+
+const (
+	// KindLayer is one temporal transformer layer (never split).
+	KindLayer Kind = iota
+	// KindHead is the output head: out_norm + text_linear.
+	KindHead
+	// KindDepStep is one depformer step's weights: its slice of every
+	// depformer layer, depformer_in[step] and linears[step].
+	KindDepStep
+	// KindDepformer is the whole depformer as one unit, run once per step
+	// (only for checkpoints without depformer_weights_per_step).
+	KindDepformer
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindLayer:
+		return "layer"
+	case KindHead:
+		return "head"
+	case KindDepStep:
+		return "dep-step"
+	case KindDepformer:
+		return "depformer"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Part is one tensor (or a block of its rows) inside a unit. A tensor is
+// viewed as a matrix [Shape[0], product of the rest]; the part is rows
+// [Row0, Row1) of it. Norm scales [1, 1, D] are one row.
+type Part struct {
+	Tensor     string `json:"tensor"`
+	Shape      []int  `json:"shape"` // the whole tensor's shape in the checkpoint
+	Row0, Row1 int    `json:"-"`
+	Cols       int    `json:"-"`
+}
+
+// Elems is the number of elements of the part.
+func (p Part) Elems() int64 { return int64(p.Row1-p.Row0) * int64(p.Cols) }
+
+// Bytes is the part's size at ElemBytes per element.
+func (p Part) Bytes() int64 { return p.Elems() * ElemBytes }
+
+// Unit is the granule the planner places: it is computed as a whole, and
+// when streamed, crosses PCIe as one contiguous blob (its Parts in order).
+type Unit struct {
+	Name  string `json:"name"`
+	Kind  Kind   `json:"-"`
+	Index int    `json:"-"` // layer index or depformer step
+	Bytes int64  `json:"bytes"`
+	// Runs is how many times the unit is computed per frame (1, or the
+	// number of depformer steps for KindDepformer).
+	Runs int `json:"runs"`
+	// MatParams is the number of weight elements read by matrix products per
+	// position and run (FLOPs = 2·MatParams per position).
+	MatParams int64 `json:"-"`
+	// KVBytes is the float32 KV cache the unit keeps per batch element at
+	// full span (temporal layers: 2 · positions · dim · 4); it lives where
+	// the unit is computed.
+	KVBytes int64 `json:"kv_bytes,omitempty"`
+	// AttnDim is the model width attention runs at (for its FLOPs and for
+	// the KV bytes read per position).
+	AttnDim int `json:"-"`
+	// InDim and OutDim are the activation widths crossing in and out when
+	// the unit is computed somewhere other than its neighbours.
+	InDim, OutDim int `json:"-"`
+	// Launches estimates the GPU kernels one run launches.
+	Launches int    `json:"-"`
+	Parts    []Part `json:"-"`
+}
+
+// LM describes the units of a Moshi-architecture LM derived from its config
+// alone (no weights): the units in execution order for one frame, the units
+// that exist but are not run, and the tables that are only gathered.
+type LM struct {
+	Cfg config.LM
+	// Units run per frame, in execution order: layers 0..N−1, the head,
+	// then depformer steps 0..DepSteps−1.
+	Units []Unit
+	// Skipped units exist in the checkpoint but are not run (depformer
+	// steps DepSteps..dep_q−1, whose tokens the user stream provides); they
+	// need neither device nor host memory (the file is mapped).
+	Skipped []Unit
+	// TableBytes is the size of the embedding tables (emb, text_emb,
+	// depformer_emb, depformer_text_emb): gathered a row per token on the
+	// host, they never need device memory.
+	TableBytes int64
+	// DepKVBytes is the depformer's per-frame KV cache (float32, dep_q
+	// positions) per batch element.
+	DepKVBytes int64
+}
+
+func rows(name string, shape []int, r0, r1 int) Part {
+	cols := 1
+	for _, s := range shape[1:] {
+		cols *= s
+	}
+	if len(shape) == 1 {
+		cols = shape[0]
+		return Part{Tensor: name, Shape: shape, Row0: 0, Row1: 1, Cols: cols}
+	}
+	return Part{Tensor: name, Shape: shape, Row0: r0, Row1: r1, Cols: cols}
+}
+
+func whole(name string, shape ...int) Part {
+	if len(shape) == 1 {
+		return rows(name, shape, 0, 1)
+	}
+	return rows(name, shape, 0, shape[0])
+}
+
+func normParts(norm, prefix string, dim int) []Part {
+	if strings.HasPrefix(norm, "rms_norm") {
+		return []Part{whole(prefix+".alpha", 1, 1, dim)}
+	}
+	return []Part{whole(prefix+".weight", dim), whole(prefix+".bias", dim)}
+}
+
+func sumParts(ps []Part) (bytes int64) {
+	for _, p := range ps {
+		bytes += p.Bytes()
+	}
+	return bytes
+}
+
+// DefaultDepSteps is the number of depformer steps offline inference runs
+// per frame: dep_q/2 (8 for PersonaPlex), the agent's codebooks; the user
+// stream's tokens are provided, so steps dep_q/2..dep_q−1 are skipped.
+func DefaultDepSteps(c *config.LM) int { return c.DepQ / 2 }
+
+// NewLM derives the units of the LM described by c. depSteps is the number
+// of depformer steps run per frame (a parameter of the cost model):
+// DefaultDepSteps in offline inference, dep_q to generate both streams (as
+// the reference's depformer_step does), 0 when no depformer runs (a prefill
+// of forced tokens).
+func NewLM(c *config.LM, depSteps int) (*LM, error) {
+	if depSteps < 0 || depSteps > c.DepQ {
+		return nil, fmt.Errorf("depformer steps per frame %d must be in 0..dep_q %d", depSteps, c.DepQ)
+	}
+	if c.Dim <= 0 || c.NumLayers <= 0 || c.DepformerDim <= 0 {
+		return nil, fmt.Errorf("config has no LM shape (dim %d, num_layers %d, depformer_dim %d)", c.Dim, c.NumLayers, c.DepformerDim)
+	}
+	m := &LM{Cfg: *c}
+	D, d := c.Dim, c.DepformerDim
+	gated := c.Gating != "none" && c.Gating != ""
+	hidden := c.DimFeedforward()
+	if gated {
+		hidden = nn.GatingHidden(D, c.DimFeedforward())
+	}
+	for i := 0; i < c.NumLayers; i++ {
+		p := fmt.Sprintf("transformer.layers.%d.", i)
+		var ps []Part
+		ps = append(ps, whole(p+"self_attn.in_proj_weight", 3*D, D), whole(p+"self_attn.out_proj.weight", D, D))
+		ps = append(ps, normParts(c.Norm, p+"norm1", D)...)
+		ps = append(ps, normParts(c.Norm, p+"norm2", D)...)
+		if c.LayerScale != nil {
+			ps = append(ps, whole(p+"layer_scale_1.scale", D), whole(p+"layer_scale_2.scale", D))
+		}
+		if gated {
+			ps = append(ps, whole(p+"gating.linear_in.weight", 2*hidden, D), whole(p+"gating.linear_out.weight", D, hidden))
+		} else {
+			ps = append(ps, whole(p+"linear1.weight", hidden, D), whole(p+"linear2.weight", D, hidden))
+		}
+		mat := int64(4*D*D) + 3*int64(hidden)*int64(D)
+		if !gated {
+			mat = int64(4*D*D) + 2*int64(hidden)*int64(D)
+		}
+		m.Units = append(m.Units, Unit{
+			Name: fmt.Sprintf("layer.%d", i), Kind: KindLayer, Index: i, Bytes: sumParts(ps), Runs: 1,
+			MatParams: mat, KVBytes: 2 * int64(c.Context) * int64(D) * 4, AttnDim: D,
+			InDim: D, OutDim: D, Launches: 12, Parts: ps,
+		})
+	}
+	head := normParts(c.Norm, "out_norm", D)
+	head = append(head, whole("text_linear.weight", c.TextCard, D))
+	m.Units = append(m.Units, Unit{
+		Name: "head", Kind: KindHead, Bytes: sumParts(head), Runs: 1,
+		MatParams: int64(c.TextCard) * int64(D), InDim: D, OutDim: D + c.TextCard, Launches: 3, Parts: head,
+	})
+
+	dh := nn.GatingHidden(d, c.DepDimFeedforward())
+	L := c.DepformerNumLayers
+	depMat := int64(L)*(int64(4*d*d)+3*int64(dh)*int64(d)) + int64(d)*int64(D) + int64(c.Card)*int64(d)
+	depIn := func(s int) Part {
+		if c.DepformerMultiLinear {
+			return whole(fmt.Sprintf("depformer_in.%d.weight", s), d, D)
+		}
+		return whole("depformer_in.0.weight", d, D)
+	}
+	if c.DepformerWeightsPerStep {
+		for s := 0; s < c.DepQ; s++ {
+			ps := []Part{depIn(s)}
+			for l := 0; l < L; l++ {
+				p := fmt.Sprintf("depformer.layers.%d.", l)
+				ps = append(ps,
+					rows(p+"self_attn.in_proj_weight", []int{c.DepQ * 3 * d, d}, s*3*d, (s+1)*3*d),
+					rows(p+"self_attn.out_proj.weight", []int{c.DepQ * d, d}, s*d, (s+1)*d))
+				ps = append(ps, normParts(c.Norm, p+"norm1", d)...)
+				ps = append(ps, normParts(c.Norm, p+"norm2", d)...)
+				if c.DepformerLayerScale != nil {
+					ps = append(ps, whole(p+"layer_scale_1.scale", d), whole(p+"layer_scale_2.scale", d))
+				}
+				ps = append(ps,
+					whole(fmt.Sprintf("%sgating.%d.linear_in.weight", p, s), 2*dh, d),
+					whole(fmt.Sprintf("%sgating.%d.linear_out.weight", p, s), d, dh))
+			}
+			ps = append(ps, whole(fmt.Sprintf("linears.%d.weight", s), c.Card, d))
+			u := Unit{
+				Name: fmt.Sprintf("dep.%d", s), Kind: KindDepStep, Index: s, Bytes: sumParts(ps), Runs: 1,
+				MatParams: depMat, AttnDim: d, InDim: D, OutDim: c.Card, Launches: 12*L + 4, Parts: ps,
+			}
+			if s < depSteps {
+				m.Units = append(m.Units, u)
+			} else {
+				m.Skipped = append(m.Skipped, u)
+			}
+		}
+	} else if depSteps > 0 {
+		// One shared depformer, run depSteps times per frame.
+		var ps []Part
+		n := 1
+		if c.DepformerMultiLinear {
+			n = depSteps
+		}
+		for s := 0; s < n; s++ {
+			ps = append(ps, depIn(s))
+		}
+		for l := 0; l < L; l++ {
+			p := fmt.Sprintf("depformer.layers.%d.", l)
+			ps = append(ps, whole(p+"self_attn.in_proj_weight", 3*d, d), whole(p+"self_attn.out_proj.weight", d, d))
+			ps = append(ps, normParts(c.Norm, p+"norm1", d)...)
+			ps = append(ps, normParts(c.Norm, p+"norm2", d)...)
+			if c.DepformerLayerScale != nil {
+				ps = append(ps, whole(p+"layer_scale_1.scale", d), whole(p+"layer_scale_2.scale", d))
+			}
+			ps = append(ps, whole(p+"gating.linear_in.weight", 2*dh, d), whole(p+"gating.linear_out.weight", d, dh))
+		}
+		for s := 0; s < depSteps; s++ {
+			ps = append(ps, whole(fmt.Sprintf("linears.%d.weight", s), c.Card, d))
+		}
+		m.Units = append(m.Units, Unit{
+			Name: "depformer", Kind: KindDepformer, Bytes: sumParts(ps), Runs: depSteps,
+			MatParams: depMat, AttnDim: d, InDim: D, OutDim: c.Card, Launches: 12*L + 4, Parts: ps,
+		})
+	}
+	m.TableBytes = ElemBytes * (int64(c.NQ)*int64(c.Card+1)*int64(D) + int64(c.TextCard+1)*int64(D) +
+		int64(c.DepQ-1)*int64(c.Card+1)*int64(d) + int64(c.TextCard+1)*int64(d))
+	m.DepKVBytes = 2 * int64(c.DepQ) * int64(d) * 4 * int64(L)
+	return m, nil
+}
+
+// WeightBytes is the total of the run units' weights.
+func (m *LM) WeightBytes() (n int64) {
+	for _, u := range m.Units {
+		n += u.Bytes
+	}
+	return n
+}
+
+// Span is where a part lies in a packed unit blob.
+type Span struct {
+	Offset, Bytes int64
+}
+
+// Pack concatenates a unit's parts into one contiguous host blob, the form a
+// streamed unit crosses PCIe in and the bytes Runtime.Acquire hands back.
+// get returns the raw little-endian bytes of a whole tensor (typically a
+// view of the mapped checkpoint; the executor resolves aliases such as the
+// 8-step checkpoints' "step j+8 is step j" there). The spans say where each
+// part landed, so the executor can re-wrap the blob as matrices. dst is
+// reused when large enough.
+func (u *Unit) Pack(dst []byte, get func(tensor string) ([]byte, error)) ([]byte, []Span, error) {
+	if int64(cap(dst)) < u.Bytes {
+		dst = make([]byte, u.Bytes)
+	}
+	dst = dst[:u.Bytes]
+	spans := make([]Span, len(u.Parts))
+	var off int64
+	for i, p := range u.Parts {
+		raw, err := get(p.Tensor)
+		if err != nil {
+			return nil, nil, fmt.Errorf("unit %s: %w", u.Name, err)
+		}
+		var numel int64 = 1
+		for _, s := range p.Shape {
+			numel *= int64(s)
+		}
+		if int64(len(raw)) != numel*ElemBytes {
+			return nil, nil, fmt.Errorf("unit %s: tensor %q has %d bytes, %v in bf16 needs %d", u.Name, p.Tensor, len(raw), p.Shape, numel*ElemBytes)
+		}
+		rowBytes := int64(p.Cols) * ElemBytes
+		n := copy(dst[off:], raw[int64(p.Row0)*rowBytes:int64(p.Row1)*rowBytes])
+		spans[i] = Span{Offset: off, Bytes: int64(n)}
+		off += int64(n)
+	}
+	return dst, spans, nil
+}

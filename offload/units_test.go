@@ -1,0 +1,170 @@
+package offload
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// unitBytes recomputes the sizes of the units from the shapes in the brief,
+// independently of NewLM.
+func unitBytes(c *config.LM) (layer, head, step int64) {
+	D, d := int64(c.Dim), int64(c.DepformerDim)
+	H := 2 * int64(c.DimFeedforward()) / 3
+	h := 2 * int64(c.DepDimFeedforward()) / 3
+	layer = 2 * (3*D*D + D*D + 2*H*D + D*H + 2*D)
+	head = 2 * (D + int64(c.TextCard)*D)
+	step = 2 * (d*D + int64(c.DepformerNumLayers)*(3*d*d+d*d+2*h*d+d*h+2*d) + int64(c.Card)*d)
+	return
+}
+
+func TestUnitsRealShapes(t *testing.T) {
+	for _, tc := range []struct {
+		path                  string
+		layer, head, step, kv int64
+	}{
+		{"../testdata/personaplex-7b.config.json", 411058176, 262152192, 166748160, 2 * 3000 * 4096 * 4},
+		{"../testdata/personaplex-1b.config.json", 102768640, 131076096, 0, 2 * 3000 * 2048 * 4},
+	} {
+		c := loadCfg(t, tc.path)
+		lm := newLM(t, c, DefaultDepSteps(c))
+		layer, head, step := unitBytes(c)
+		if tc.step == 0 {
+			tc.step = step
+		}
+		if layer != tc.layer || head != tc.head || step != tc.step {
+			t.Fatalf("%s: test's own formula gives %d/%d/%d", tc.path, layer, head, step)
+		}
+		if n := len(lm.Units); n != c.NumLayers+1+8 || len(lm.Skipped) != 8 {
+			t.Fatalf("%s: %d units run, %d skipped", tc.path, n, len(lm.Skipped))
+		}
+		var out strings.Builder
+		for i, u := range lm.Units {
+			want := layer
+			switch {
+			case i < c.NumLayers:
+				if u.Kind != KindLayer || u.Name != fmt.Sprintf("layer.%d", i) || u.KVBytes != tc.kv {
+					t.Errorf("%s: unit %d is %s %v, KV %d", tc.path, i, u.Name, u.Kind, u.KVBytes)
+				}
+			case i == c.NumLayers:
+				want = head
+				if u.Kind != KindHead || u.KVBytes != 0 {
+					t.Errorf("%s: unit %d is %s %v", tc.path, i, u.Name, u.Kind)
+				}
+			default:
+				want = step
+				if u.Kind != KindDepStep || u.Index != i-c.NumLayers-1 {
+					t.Errorf("%s: unit %d is %s %v", tc.path, i, u.Name, u.Kind)
+				}
+			}
+			if u.Bytes != want {
+				t.Errorf("%s: %s has %d bytes, want %d", tc.path, u.Name, u.Bytes, want)
+			}
+			if i == 0 || i == c.NumLayers || i == c.NumLayers+1 {
+				fmt.Fprintf(&out, "  %-8s %12d bytes (%s)\n", u.Name, u.Bytes, FormatSize(u.Bytes))
+			}
+		}
+		for i, u := range lm.Skipped {
+			if u.Name != fmt.Sprintf("dep.%d", 8+i) || u.Bytes != step {
+				t.Errorf("%s: skipped unit %s, %d bytes", tc.path, u.Name, u.Bytes)
+			}
+		}
+		total := int64(c.NumLayers)*layer + head + 8*step
+		if lm.WeightBytes() != total {
+			t.Errorf("%s: weights %d, want %d", tc.path, lm.WeightBytes(), total)
+		}
+		D, d := int64(c.Dim), int64(c.DepformerDim)
+		tables := 2 * (16*2049*D + 32001*D + 15*2049*d + 32001*d)
+		if lm.TableBytes != tables {
+			t.Errorf("%s: tables %d, want %d", tc.path, lm.TableBytes, tables)
+		}
+		t.Logf("%s: %d units run per frame, %s of weights, KV cache %s (%d layers × %s), embedding tables %s (host)\n%s",
+			tc.path, len(lm.Units), FormatSize(total), FormatSize(int64(c.NumLayers)*tc.kv), c.NumLayers, FormatSize(tc.kv), FormatSize(tables), out.String())
+	}
+}
+
+func TestDepSteps(t *testing.T) {
+	c := loadCfg(t, "../testdata/personaplex-7b.config.json")
+	if lm := newLM(t, c, 16); len(lm.Units) != 32+1+16 || len(lm.Skipped) != 0 {
+		t.Errorf("16 steps: %d units, %d skipped", len(lm.Units), len(lm.Skipped))
+	}
+	if lm := newLM(t, c, 0); len(lm.Units) != 33 || len(lm.Skipped) != 16 {
+		t.Errorf("0 steps: %d units, %d skipped", len(lm.Units), len(lm.Skipped))
+	}
+	for _, n := range []int{-1, 17} {
+		if _, err := NewLM(c, n); err == nil {
+			t.Errorf("NewLM accepted %d depformer steps", n)
+		}
+	}
+	// Without weights per step the depformer is one unit, run once per step.
+	c.DepformerWeightsPerStep = false
+	lm := newLM(t, c, 8)
+	last := lm.Units[len(lm.Units)-1]
+	if len(lm.Units) != 34 || last.Kind != KindDepformer || last.Runs != 8 {
+		t.Errorf("shared depformer: %d units, last %s runs %d", len(lm.Units), last.Name, last.Runs)
+	}
+}
+
+// TestPackTinyCheckpoint packs every unit of the tiny model from its real
+// checkpoint: every tensor a unit names exists with the expected shape, and
+// the packed blob is the parts' rows in order.
+func TestPackTinyCheckpoint(t *testing.T) {
+	c := loadCfg(t, "../testdata/tiny/config.json")
+	f, err := weights.Open("../testdata/tiny/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	get := func(name string) ([]byte, error) {
+		tn, err := f.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		return tn.Data, nil
+	}
+	lm := newLM(t, c, 16)
+	used := map[string]bool{}
+	for _, u := range lm.Units {
+		blob, spans, err := u.Pack(nil, get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(blob)) != u.Bytes || len(spans) != len(u.Parts) {
+			t.Fatalf("%s: packed %d bytes in %d spans, want %d in %d", u.Name, len(blob), len(spans), u.Bytes, len(u.Parts))
+		}
+		var off int64
+		for i, p := range u.Parts {
+			used[p.Tensor] = true
+			tn, err := f.Get(p.Tensor, p.Shape...)
+			if err != nil {
+				t.Fatalf("%s: %v", u.Name, err)
+			}
+			row := int64(p.Cols) * ElemBytes
+			want := tn.Data[int64(p.Row0)*row : int64(p.Row1)*row]
+			if spans[i].Offset != off || !bytes.Equal(blob[off:off+spans[i].Bytes], want) {
+				t.Errorf("%s: part %s rows %d..%d not where its span says", u.Name, p.Tensor, p.Row0, p.Row1)
+			}
+			off += spans[i].Bytes
+		}
+	}
+	// Every LM tensor belongs to a unit or to a gathered table.
+	for _, name := range f.Names() {
+		table := strings.HasPrefix(name, "emb.") || strings.HasPrefix(name, "text_emb.") ||
+			strings.HasPrefix(name, "depformer_emb.") || strings.HasPrefix(name, "depformer_text_emb.")
+		if !used[name] && !table {
+			t.Errorf("tensor %s is in no unit", name)
+		}
+	}
+	// A wrong-sized tensor and a missing one are reported.
+	u := lm.Units[0]
+	if _, _, err := u.Pack(nil, func(string) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "bf16 needs") {
+		t.Errorf("wrong size: %v", err)
+	}
+	if _, _, err := u.Pack(nil, func(n string) ([]byte, error) { return nil, fmt.Errorf("no %s", n) }); err == nil || !strings.Contains(err.Error(), "layer.0") {
+		t.Errorf("missing tensor: %v", err)
+	}
+}
