@@ -18,10 +18,14 @@ func register(c *cli.Command) { commands = append(commands, c) }
 
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit"}
 	return &cli.App{
 		Name:                   "pp-offline",
 		Usage:                  "run NVIDIA PersonaPlex offline (speech in, speech and text out)",
 		Commands:               commands,
+		Flags:                  mainFlags(),
+		Action:                 runMain,
+		Version:                versionString(),
 		UseShortOptionHandling: false,
 		HideHelpCommand:        true,
 		Writer:                 os.Stdout,

@@ -1,0 +1,588 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/voices"
+)
+
+const defaultTextPrompt = "You are a wise and friendly teacher. Answer questions or provide advice in a clear and engaging way."
+
+// version is set by -ldflags "-X main.version=…"; the commit comes from the build info.
+var version = "0.1.0-dev"
+
+func versionString() string {
+	commit, dirty := "unknown", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "-dirty"
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s (commit %s%s)", version, commit, dirty)
+}
+
+// modelFlags are shared by the main job and the commands that load the model.
+func modelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "model config JSON (default: config.json beside --moshi-weight, else the built-in PersonaPlex 7B)"},
+		&cli.StringFlag{Name: "tokenizer", Usage: "SentencePiece tokenizer model (default: " + infer.TokenizerName + " from the --hf-repo cache)"},
+		&cli.StringFlag{Name: "moshi-weight", Usage: "LM checkpoint (.safetensors) (default: " + infer.MoshiName + " from the --hf-repo cache)"},
+		&cli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors) (default: " + infer.MimiName + " from the --hf-repo cache)"},
+		&cli.StringFlag{Name: "hf-repo", Value: infer.DefaultRepo, Usage: "Hugging Face repo whose local cache is searched for missing model files (never downloaded)"},
+		&cli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu or cuda (auto: a usable GPU, else the CPU)"},
+		&cli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
+		&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
+	}
+}
+
+func mainFlags() []cli.Flag {
+	f := []cli.Flag{
+		&cli.StringFlag{Name: "input-wav", Usage: "user audio (WAV)"},
+		&cli.StringFlag{Name: "output-wav", Usage: "agent audio to write (WAV)"},
+		&cli.StringFlag{Name: "output-text", Usage: "agent text to write (JSON)"},
+		&cli.StringFlag{Name: "text-prompt", Value: defaultTextPrompt, Usage: "role text prompt (\"\" = none)"},
+		&cli.StringFlag{Name: "voice-prompt", Usage: "voice prompt: a basename inside --voice-prompt-dir, or a path (.pt = saved embeddings, else audio)"},
+		&cli.StringFlag{Name: "voice-prompt-dir", Usage: "directory of voice prompts (default: voices/ in the --hf-repo cache)"},
+		&cli.Float64Flag{Name: "temp-audio", Value: 0.8, Usage: "audio sampling temperature"},
+		&cli.Float64Flag{Name: "temp-text", Value: 0.7, Usage: "text sampling temperature"},
+		&cli.IntFlag{Name: "topk-audio", Value: 250, Usage: "audio top-k sampling"},
+		&cli.IntFlag{Name: "topk-text", Value: 25, Usage: "text top-k sampling"},
+		&cli.BoolFlag{Name: "greedy", Usage: "disable sampling (argmax decoding)"},
+		&cli.Int64Flag{Name: "seed", Value: -1, Usage: "seed for sampling (-1: draw one and log it)"},
+		&cli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output WAV encoding: pcm16 (as the reference) or float32 (lossless)"},
+		&cli.StringFlag{Name: "output-text-format", Value: "list", Usage: "list (the reference's JSON list of pieces) or rich (object with text and per-frame tokens)"},
+	}
+	return append(f, modelFlags()...)
+}
+
+// logger writes one-line logs to stderr.
+type logger struct {
+	quiet bool
+	w     io.Writer
+}
+
+func (l *logger) Infof(format string, a ...any) {
+	if !l.quiet {
+		fmt.Fprintf(l.w, "[info] "+format+"\n", a...)
+	}
+}
+
+func (l *logger) Warnf(format string, a ...any) {
+	if !l.quiet {
+		fmt.Fprintf(l.w, "[warn] "+format+"\n", a...)
+	}
+}
+
+// interrupted is returned when SIGINT/SIGTERM stopped the run.
+type interrupted struct{ sig os.Signal }
+
+func (e interrupted) Error() string {
+	return fmt.Sprintf("interrupted by %v: no output written", e.sig)
+}
+func (e interrupted) ExitCode() int {
+	if e.sig == syscall.SIGTERM {
+		return 143
+	}
+	return 130
+}
+
+func runMain(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
+	}
+	for _, name := range []string{"input-wav", "output-wav", "output-text", "voice-prompt"} {
+		if c.String(name) == "" {
+			if c.NumFlags() == 0 {
+				return cli.ShowAppHelp(c)
+			}
+			return fmt.Errorf("missing required flag --%s", name)
+		}
+	}
+	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	outFormat := c.String("output-format")
+	if outFormat != "pcm16" && outFormat != "float32" {
+		return fmt.Errorf("--output-format must be pcm16 or float32, not %q", outFormat)
+	}
+	textFormat := c.String("output-text-format")
+	if textFormat != "list" && textFormat != "rich" {
+		return fmt.Errorf("--output-text-format must be list or rich, not %q", textFormat)
+	}
+	// Check outputs and inputs before loading anything, so a typo costs nothing.
+	for _, name := range []string{"output-wav", "output-text"} {
+		if err := checkOutputPath(c.String(name)); err != nil {
+			return err
+		}
+	}
+	if filepath.Clean(c.String("output-wav")) == filepath.Clean(c.String("output-text")) {
+		return fmt.Errorf("--output-wav and --output-text are the same file %s", c.String("output-wav"))
+	}
+	if err := checkReadable(c.String("input-wav")); err != nil {
+		return err
+	}
+	opts, err := jobOptions(c, log)
+	if err != nil {
+		return err
+	}
+	voicePath, err := resolveVoice(c, log)
+	if err != nil {
+		return err
+	}
+	opts.VoicePrompt = voicePath
+	opts.InputWAV = c.String("input-wav")
+	opts.TextPrompt = c.String("text-prompt")
+	opts.Greedy = c.Bool("greedy")
+	opts.TempAudio, opts.TempText = c.Float64("temp-audio"), c.Float64("temp-text")
+	opts.TopKAudio, opts.TopKText = c.Int("topk-audio"), c.Int("topk-text")
+	opts.Seed = c.Int64("seed")
+	if opts.Seed == -1 {
+		opts.Seed = time.Now().UnixNano() & (1<<53 - 1)
+		if !opts.Greedy {
+			log.Infof("seed %d (pass --seed %d to repeat this run)", opts.Seed, opts.Seed)
+		}
+	}
+	// SIGINT/SIGTERM stop the run at the next frame; nothing is written.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	gotSig := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case s := <-sigc:
+			gotSig <- s
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	prog := newProgress(c, log)
+	if prog != nil {
+		opts.Progress = prog
+	}
+	res, err := infer.Run(ctx, opts)
+	prog.Finish()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			sig := os.Signal(os.Interrupt)
+			select {
+			case sig = <-gotSig:
+			default:
+			}
+			return interrupted{sig}
+		}
+		return err
+	}
+	var wavBuf, textBuf bytes.Buffer
+	if outFormat == "float32" {
+		err = audio.EncodeFloat32(&wavBuf, res.PCM, res.SampleRate)
+	} else {
+		err = audio.EncodePCM16(&wavBuf, res.PCM, res.SampleRate)
+	}
+	if err != nil {
+		return err
+	}
+	if textFormat == "rich" {
+		err = writeRichText(&textBuf, res)
+	} else {
+		err = writeTextList(&textBuf, res.Pieces)
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeOutputs([]output{{c.String("output-wav"), wavBuf.Bytes()}, {c.String("output-text"), textBuf.Bytes()}}); err != nil {
+		return err
+	}
+	log.Infof("wrote %s (%d samples) and %s (%d frames)", c.String("output-wav"), len(res.PCM), c.String("output-text"), len(res.Pieces))
+	return nil
+}
+
+// jobOptions resolves the model files, config and device shared by every
+// command that loads the model.
+func jobOptions(c *cli.Context, log *logger) (infer.Options, error) {
+	var o infer.Options
+	o.Log = log
+	repo := c.String("hf-repo")
+	var err error
+	if o.MoshiWeight, err = infer.ResolveAsset(c.String("moshi-weight"), repo, infer.MoshiName, "--moshi-weight"); err != nil {
+		return o, err
+	}
+	if o.MimiWeight, err = infer.ResolveAsset(c.String("mimi-weight"), repo, infer.MimiName, "--mimi-weight"); err != nil {
+		return o, err
+	}
+	if o.Tokenizer, err = infer.ResolveAsset(c.String("tokenizer"), repo, infer.TokenizerName, "--tokenizer"); err != nil {
+		return o, err
+	}
+	o.Config, err = resolveConfig(c.String("config"), o.MoshiWeight, log)
+	if err != nil {
+		return o, err
+	}
+	o.Device, err = resolveDevice(c.String("device"), c.Bool("cpu-offload"), log)
+	if err != nil {
+		return o, err
+	}
+	o.Threads = c.Int("threads")
+	if o.Threads < 0 {
+		return o, fmt.Errorf("--threads must be positive, not %d", o.Threads)
+	}
+	return o, nil
+}
+
+// resolveConfig: --config, else a config.json beside the weights that parses
+// as the flat model schema, else the built-in PersonaPlex 7B.
+func resolveConfig(path, moshiWeight string, log *logger) (*config.Config, error) {
+	if path != "" {
+		cfg, err := config.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		log.Infof("config: %s", path)
+		return cfg, nil
+	}
+	beside := filepath.Join(filepath.Dir(moshiWeight), "config.json")
+	if data, err := os.ReadFile(beside); err == nil {
+		if cfg, err := config.Parse(data); err == nil && isFlatSchema(data) {
+			log.Infof("config: %s (beside the weights)", beside)
+			return cfg, nil
+		}
+		log.Infof("config: built-in PersonaPlex 7B (%s is not a flat model config)", beside)
+		return config.Default(), nil
+	}
+	log.Infof("config: built-in PersonaPlex 7B")
+	return config.Default(), nil
+}
+
+// isFlatSchema tells a model config (flat schema with "dim") from other
+// config.json files (the Hugging Face repo's, for instance).
+func isFlatSchema(data []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return false
+	}
+	for _, k := range []string{"dim", "num_layers", "num_heads", "delays"} {
+		if _, ok := m[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func resolveDevice(dev string, offload bool, log *logger) (string, error) {
+	switch dev {
+	case "auto":
+		if infer.CUDAAvailable() {
+			return "cuda", nil
+		}
+		log.Infof("device: no usable GPU (this build has no CUDA backend): running on the CPU")
+		return "cpu", nil
+	case "cpu":
+		if offload {
+			log.Infof("--cpu-offload has no effect with --device cpu")
+		}
+		return "cpu", nil
+	case "cuda":
+		if !infer.CUDAAvailable() {
+			if offload {
+				log.Infof("--cpu-offload: no usable GPU (this build has no CUDA backend): running on the CPU")
+				return "cpu", nil
+			}
+			return "", fmt.Errorf("--device cuda: no usable GPU (this build has no CUDA backend; build with -tags cuda)")
+		}
+		return "cuda", nil
+	}
+	if strings.HasPrefix(dev, "cuda:") {
+		return resolveDevice("cuda", offload, log)
+	}
+	return "", fmt.Errorf("--device must be auto, cpu or cuda, not %q", dev)
+}
+
+func resolveVoice(c *cli.Context, log *logger) (string, error) {
+	dir := c.String("voice-prompt-dir")
+	if dir == "" {
+		dir = infer.CachedVoicesDir(c.String("hf-repo"))
+	}
+	p, err := voices.Resolve(c.String("voice-prompt"), dir)
+	if err != nil {
+		return "", err
+	}
+	log.Infof("voice prompt: %s", p)
+	return p, nil
+}
+
+func checkReadable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s: %v", path, pe.Err)
+		}
+		return err
+	}
+	st, err := f.Stat()
+	f.Close()
+	if err == nil && st.IsDir() {
+		return fmt.Errorf("%s: is a directory", path)
+	}
+	return nil
+}
+
+func checkOutputPath(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: output directory %s does not exist", path, dir)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s: is a directory", path)
+	}
+	// Prove we can create a file there now rather than after the run.
+	f, err := os.CreateTemp(dir, ".pp-offline-check-*")
+	if err != nil {
+		return fmt.Errorf("%s: cannot write in %s: %v", path, dir, unwrapPathErr(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+type output struct {
+	path string
+	data []byte
+}
+
+// writeOutputs writes every output to a temporary file beside it, then
+// renames them all; if a rename fails the ones already renamed are removed,
+// so a run leaves all its outputs or none.
+func writeOutputs(outs []output) error {
+	tmps := make([]string, len(outs))
+	cleanup := func() {
+		for _, t := range tmps {
+			if t != "" {
+				os.Remove(t)
+			}
+		}
+	}
+	for i, o := range outs {
+		f, err := os.CreateTemp(filepath.Dir(o.path), "."+filepath.Base(o.path)+".tmp*")
+		if err != nil {
+			cleanup()
+			return fmt.Errorf("%s: %v", o.path, unwrapPathErr(err))
+		}
+		tmps[i] = f.Name()
+		if _, err := f.Write(o.data); err != nil {
+			f.Close()
+			cleanup()
+			return fmt.Errorf("%s: %v", o.path, err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			cleanup()
+			return fmt.Errorf("%s: %v", o.path, err)
+		}
+		if err := f.Close(); err != nil {
+			cleanup()
+			return fmt.Errorf("%s: %v", o.path, err)
+		}
+		os.Chmod(f.Name(), 0o644)
+	}
+	for i, o := range outs {
+		if err := os.Rename(tmps[i], o.path); err != nil {
+			for j := 0; j < i; j++ {
+				os.Remove(outs[j].path)
+			}
+			cleanup()
+			return fmt.Errorf("%s: %v", o.path, unwrapPathErr(err))
+		}
+		tmps[i] = ""
+	}
+	return nil
+}
+
+// writeTextList writes the pieces as json.dump(list, ensure_ascii=False) does:
+// separators ", ", raw UTF-8, no trailing newline.
+func writeTextList(w io.Writer, pieces []string) error {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, p := range pieces {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pyJSONString(p))
+	}
+	b.WriteByte(']')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// pyJSONString quotes s like Python's json.dumps(ensure_ascii=False).
+func pyJSONString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if r < 0x20 {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// richText is the --output-text-format rich schema (see README).
+type richText struct {
+	Text       string      `json:"text"`
+	FrameRate  float64     `json:"frame_rate"`
+	SampleRate int         `json:"sample_rate"`
+	Frames     []richFrame `json:"frames"`
+}
+
+type richFrame struct {
+	Time  float64 `json:"time"`
+	Token int     `json:"token"`
+	Piece string  `json:"piece"`
+}
+
+func writeRichText(w io.Writer, res *infer.Result) error {
+	rt := richText{FrameRate: res.FrameRate, SampleRate: res.SampleRate, Frames: make([]richFrame, len(res.Pieces))}
+	var text strings.Builder
+	for i, p := range res.Pieces {
+		rt.Frames[i] = richFrame{Time: float64(i) / res.FrameRate, Token: res.TextTokens[i], Piece: p}
+		if tok := res.TextTokens[i]; tok != 0 && tok != 3 {
+			text.WriteString(p)
+		}
+	}
+	rt.Text = strings.TrimSpace(text.String())
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rt)
+}
+
+// progress reports the run: a bar on a terminal, a log line every few seconds otherwise.
+type progress struct {
+	bar       *progressbar.ProgressBar
+	log       *logger
+	last      time.Time
+	start     time.Time
+	total     int
+	frameSecs float64
+}
+
+func newProgress(c *cli.Context, log *logger) *progress {
+	if c.Bool("quiet") {
+		return nil
+	}
+	return &progress{log: log}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Phase implements infer.Progress.
+func (p *progress) Phase(name string) {
+	if p == nil {
+		return
+	}
+	p.log.Infof("%s", name)
+}
+
+// Start implements infer.Progress: total frames of frameSecs seconds each.
+func (p *progress) Start(total int, frameSecs float64) {
+	if p == nil {
+		return
+	}
+	p.total, p.frameSecs, p.start, p.last = total, frameSecs, time.Now(), time.Now()
+	if isTerminal(p.log.w) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(p.log.w),
+			progressbar.OptionSetDescription("frames"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+	}
+}
+
+// Frame implements infer.Progress: frames done so far.
+func (p *progress) Frame(done int) {
+	if p == nil {
+		return
+	}
+	el := time.Since(p.start).Seconds()
+	rtf := 0.0
+	if done > 0 {
+		rtf = el / (float64(done) * p.frameSecs)
+	}
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("frames (RTF %.2f)", rtf))
+		p.bar.Set(done)
+		return
+	}
+	if time.Since(p.last) >= 5*time.Second || done == p.total {
+		p.last = time.Now()
+		p.log.Infof("frame %d/%d, %.1f s elapsed, real-time factor %.2f", done, p.total, el, rtf)
+	}
+}
+
+// Finish ends the bar.
+func (p *progress) Finish() {
+	if p != nil && p.bar != nil {
+		p.bar.Finish()
+	}
+}

@@ -1,0 +1,359 @@
+// Package infer is the offline job: the port of PersonaPlex's
+// moshi/moshi/offline.py run_inference. It loads Mimi, the tokenizer and the
+// LM, runs the prompt phases, streams the user audio frame by frame and
+// returns the agent's audio and text. Writing files is the caller's job.
+package infer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/mimi"
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/prompts"
+	"github.com/pp-offline/pp-offline/voices"
+)
+
+// Names of the model files in the Hugging Face repo (loaders.py).
+const (
+	DefaultRepo   = "nvidia/personaplex-7b-v1"
+	MoshiName     = "model.safetensors"
+	MimiName      = "tokenizer-e351c8d8-checkpoint125.safetensors"
+	TokenizerName = "tokenizer_spm_32k_3.model"
+)
+
+// Logger receives one-line progress messages.
+type Logger interface {
+	Infof(format string, a ...any)
+}
+
+// Progress is told about phases and frames (nil: silent).
+type Progress interface {
+	Phase(name string)
+	Start(totalFrames int, frameSeconds float64)
+	Frame(done int)
+}
+
+// Options describe one run, as offline.py's flags do.
+type Options struct {
+	InputWAV    string
+	VoicePrompt string // resolved path: .pt = saved embeddings, else audio
+	TextPrompt  string // "" = no text prompt
+	Tokenizer   string
+	MoshiWeight string
+	MimiWeight  string
+	Config      *config.Config
+	Device      string // "cpu" (the only backend of this build)
+	Threads     int
+
+	Greedy              bool
+	TempAudio, TempText float64
+	TopKAudio, TopKText int
+	Seed                int64
+
+	// StepwisePrompts runs the prompt phases one step at a time, as the
+	// reference does, instead of one prefill (same tokens; for tests).
+	StepwisePrompts bool
+
+	Log      Logger
+	Progress Progress
+}
+
+// Result is what a run produced.
+type Result struct {
+	PCM        []float32 // agent audio, trimmed/padded to the input length
+	SampleRate int
+	FrameRate  float64
+	Pieces     []string // one rendered text piece per generated frame
+	TextTokens []int    // the text token of each generated frame
+	Tokens     [][]int  // the 17 output tokens of each generated frame
+}
+
+type nopLog struct{}
+
+func (nopLog) Infof(string, ...any) {}
+
+// Run executes the offline job. It returns ctx.Err() (context.Canceled) when
+// the context is cancelled; it is checked before every frame.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Log == nil {
+		o.Log = nopLog{}
+	}
+	if o.Config == nil {
+		o.Config = config.Default()
+	}
+	if o.Threads > 0 {
+		ops.SetThreads(o.Threads)
+	}
+	cfg := o.Config
+	// Inputs first: a bad input costs nothing.
+	user, err := audio.LoadMono(o.InputWAV, cfg.Mimi.SampleRate)
+	if err != nil {
+		return nil, err
+	}
+	if len(user) == 0 {
+		return nil, fmt.Errorf("%s: no audio samples", o.InputWAV)
+	}
+	tok, err := prompts.Load(o.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	var textIDs []int
+	if o.TextPrompt != "" {
+		textIDs = tok.Encode(prompts.WrapWithSystemTags(o.TextPrompt))
+	}
+	var sys lm.SystemPrompt
+	sys.TextIDs = textIDs
+	var voiceAudio []float32
+	if voices.IsEmbeddings(o.VoicePrompt) {
+		p, err := voices.LoadPT(o.VoicePrompt)
+		if err != nil {
+			return nil, err
+		}
+		sys.VoiceEmbeddings, sys.VoiceCache = p.Embeddings, p.Cache
+	} else {
+		if voiceAudio, err = LoadVoiceAudio(o.VoicePrompt, cfg.Mimi.SampleRate); err != nil {
+			return nil, err
+		}
+	}
+
+	progress(o, "loading mimi")
+	codec, err := mimi.Load(cfg.Mimi, o.MimiWeight)
+	if err != nil {
+		return nil, err
+	}
+	defer codec.Close()
+	progress(o, "loading moshi")
+	model, err := lm.LoadFile(&cfg.LM, o.MoshiWeight)
+	if err != nil {
+		return nil, err
+	}
+	if sys.VoiceEmbeddings != nil {
+		if err := checkVoiceEmbeddings(o.VoicePrompt, sys, &cfg.LM); err != nil {
+			return nil, err
+		}
+	}
+	if n := tok.VocabSize(); n < cfg.TextCard {
+		o.Log.Infof("tokenizer %s has %d pieces, the model's text_card is %d", o.Tokenizer, n, cfg.TextCard)
+	}
+	for _, id := range textIDs {
+		if id >= cfg.TextCard {
+			return nil, fmt.Errorf("%s: token id %d of the text prompt is outside the model's text vocabulary (%d): tokenizer and model do not match", o.Tokenizer, id, cfg.TextCard)
+		}
+	}
+
+	gen := lm.NewGen(model, lm.GenOptions{
+		UseSampling:     !o.Greedy,
+		Temp:            float32(o.TempAudio),
+		TempText:        float32(o.TempText),
+		TopK:            o.TopKAudio,
+		TopKText:        o.TopKText,
+		Seed:            uint64(o.Seed),
+		FrameRate:       cfg.Mimi.FrameRate,
+		StepwisePrompts: o.StepwisePrompts,
+	})
+	enc := codec.NewEncoder()
+	dec := codec.NewDecoder()
+	frame := codec.FrameSize()
+
+	// Prompt phases: voice prompt, silence, text prompt, silence.
+	if voiceAudio != nil {
+		progress(o, "encoding the voice prompt")
+		sys.VoiceFrames = encodeAll(enc, voiceAudio, frame)
+		enc.Reset()
+	}
+	progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(textIDs)))
+	gen.Reset()
+	if err := gen.StepSystemPrompts(sys); err != nil {
+		return nil, fmt.Errorf("%s: %v", o.VoicePrompt, err)
+	}
+
+	// The frame loop.
+	nFrames := (len(user) + frame - 1) / frame
+	if o.Progress != nil {
+		o.Progress.Start(nFrames, float64(frame)/float64(cfg.Mimi.SampleRate))
+	}
+	res := &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate}
+	pcm := make([]float32, 0, nFrames*frame)
+	buf := make([]float32, frame)
+	nq := cfg.Mimi.NumCodebooks
+	for f := 0; f < nFrames; f++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		clear(buf)
+		copy(buf, user[f*frame:min((f+1)*frame, len(user))])
+		codes := enc.EncodeFrame(buf)
+		out, ok := gen.Step(codes)
+		if o.Progress != nil {
+			o.Progress.Frame(f + 1)
+		}
+		if !ok {
+			continue
+		}
+		pcm = append(pcm, dec.DecodeFrame(out[1:1+nq])...)
+		res.TextTokens = append(res.TextTokens, out[0])
+		res.Pieces = append(res.Pieces, tok.RenderToken(out[0]))
+		res.Tokens = append(res.Tokens, append([]int(nil), out...))
+	}
+	if len(res.Pieces) == 0 {
+		return nil, fmt.Errorf("%s: no audio frames were generated (input too short)", o.InputWAV)
+	}
+	// Trim or zero-pad to the input length, as offline.py does.
+	if len(pcm) > len(user) {
+		pcm = pcm[:len(user)]
+	}
+	for len(pcm) < len(user) {
+		pcm = append(pcm, 0)
+	}
+	res.PCM = pcm
+	return res, nil
+}
+
+func progress(o Options, msg string) {
+	if o.Progress != nil {
+		o.Progress.Phase(msg)
+	} else {
+		o.Log.Infof("%s", msg)
+	}
+}
+
+// encodeAll Mimi-encodes audio in frames (the last zero-padded), as
+// lm.py's _iterate_audio(pad=True) + encode_from_sphn feed it.
+func encodeAll(enc *mimi.Encoder, x []float32, frame int) [][]int {
+	var out [][]int
+	buf := make([]float32, frame)
+	for s := 0; s < len(x); s += frame {
+		clear(buf)
+		copy(buf, x[s:min(s+frame, len(x))])
+		out = append(out, append([]int(nil), enc.EncodeFrame(buf)...))
+	}
+	return out
+}
+
+// LoadVoiceAudio reads a voice prompt WAV as LMGen.load_voice_prompt does:
+// channel 0 at the model rate, normalised to −24 LUFS.
+func LoadVoiceAudio(path string, rate int) ([]float32, error) {
+	x, err := audio.LoadMono(path, rate)
+	if err != nil {
+		return nil, err
+	}
+	if len(x) == 0 {
+		return nil, fmt.Errorf("%s: voice prompt has no audio samples", path)
+	}
+	return audio.NormalizeLoudness(x, rate, -24), nil
+}
+
+func checkVoiceEmbeddings(path string, p lm.SystemPrompt, c *config.LM) error {
+	for _, e := range p.VoiceEmbeddings {
+		if len(e) != c.Dim {
+			return fmt.Errorf("%s: voice embeddings have dimension %d, the model's dim is %d", path, len(e), c.Dim)
+		}
+	}
+	if len(p.VoiceCache) != c.NQ+1 {
+		return fmt.Errorf("%s: voice cache has %d streams, the model has %d", path, len(p.VoiceCache), c.NQ+1)
+	}
+	for _, row := range p.VoiceCache {
+		if len(row) != c.MaxDelay()+3 {
+			return fmt.Errorf("%s: voice cache has %d columns, the model needs %d", path, len(row), c.MaxDelay()+3)
+		}
+	}
+	return nil
+}
+
+// CUDAAvailable reports whether a CUDA backend and a usable GPU exist.
+func CUDAAvailable() bool { return false }
+
+// hfCacheDir is the Hugging Face hub cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub).
+func hfCacheDir() string {
+	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("HF_HOME"); d != "" {
+		return filepath.Join(d, "hub")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".cache", "huggingface", "hub")
+}
+
+// cachedSnapshots lists the local snapshot folders of repo, newest first.
+func cachedSnapshots(repo string) []string {
+	base := hfCacheDir()
+	if base == "" || repo == "" {
+		return nil
+	}
+	dir := filepath.Join(base, "models--"+strings.ReplaceAll(repo, "/", "--"), "snapshots")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	type snap struct {
+		path string
+		mod  int64
+	}
+	var snaps []snap
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && e.IsDir() {
+			snaps = append(snaps, snap{filepath.Join(dir, e.Name()), info.ModTime().UnixNano()})
+		}
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i].mod > snaps[j].mod })
+	out := make([]string, len(snaps))
+	for i, s := range snaps {
+		out[i] = s.path
+	}
+	return out
+}
+
+// ResolveAsset returns path when given, else the file name from the local
+// Hugging Face cache of repo. pp-offline never downloads: the error says how
+// to get the file.
+func ResolveAsset(path, repo, name, flag string) (string, error) {
+	if path != "" {
+		st, err := os.Stat(path)
+		if err != nil {
+			return "", fmt.Errorf("%s: %v", path, unwrapPathErr(err))
+		}
+		if st.IsDir() {
+			return "", fmt.Errorf("%s: is a directory (%s wants a file)", path, flag)
+		}
+		return path, nil
+	}
+	for _, s := range cachedSnapshots(repo) {
+		p := filepath.Join(s, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no %s given and %s is not in the local Hugging Face cache of %s (pp-offline does not download: fetch it with `huggingface-cli download %s %s` or pass %s)", flag, name, repo, repo, name, flag)
+}
+
+// CachedVoicesDir is the voices/ folder extracted from voices.tgz in the
+// local cache of repo, or "" when there is none.
+func CachedVoicesDir(repo string) string {
+	for _, s := range cachedSnapshots(repo) {
+		for _, d := range []string{filepath.Join(s, "voices"), filepath.Join(filepath.Dir(filepath.Dir(s)), "voices")} {
+			if st, err := os.Stat(d); err == nil && st.IsDir() {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+func unwrapPathErr(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
