@@ -25,7 +25,12 @@ func (r *KVRing) write(k, v []float32, d int) {
 	r.End++
 }
 
-// position of ring slot j, or -1 when never written.
+// position of ring slot j, or -1 when never written. This is the
+// reference's formula exactly, quirk included: the slot at end%capacity gets
+// position end (delta <= 0, not < 0), so once the ring is full its oldest
+// entry is masked as a "future" key and a query sees capacity−1 past
+// positions. The fixtures depend on it (temporal ring, and the depformer's
+// last step never attending to its first).
 func (r *KVRing) position(j int) int {
 	if j >= r.End {
 		return -1
@@ -48,9 +53,10 @@ type TransformerState struct {
 }
 
 type scratch struct {
-	rows                    int
-	h, q, k, v, att, o, ffa []float32 // [rows * width]
-	scores                  []float32
+	rows                       int
+	h, q, att, o, ffa          []float32   // [rows * width]
+	hR, qR, attR, oR, ffaR, gR [][]float32 // row views of the above (gR: gated hidden half)
+	scores                     []float32
 }
 
 // NewState allocates a fresh state (all rings empty).
@@ -93,6 +99,16 @@ func (sc *scratch) ensure(rows, d, hidden int) {
 	sc.att = make([]float32, rows*d)
 	sc.o = make([]float32, rows*d)
 	sc.ffa = make([]float32, rows*2*hidden)
+	views := func(buf []float32, w, n int) [][]float32 {
+		r := make([][]float32, rows)
+		for i := range r {
+			r[i] = buf[i*w : i*w+n]
+		}
+		return r
+	}
+	sc.hR, sc.qR = views(sc.h, d, d), views(sc.q, 3*d, 3*d)
+	sc.attR, sc.oR = views(sc.att, d, d), views(sc.o, d, d)
+	sc.ffaR, sc.gR = views(sc.ffa, 2*hidden, 2*hidden), views(sc.ffa, 2*hidden, hidden)
 }
 
 // Forward runs T = len(xs) positions through the transformer in place, with
@@ -118,64 +134,86 @@ func (t *Transformer) forward(s *TransformerState, xs [][]float32, stepwise bool
 	D := t.Cfg.DModel
 	s.sc.ensure(T, D, t.hidden)
 	sc := &s.sc
+	hR, qR, attR, oR := sc.hR[:T], sc.qR[:T], sc.attR[:T], sc.oR[:T]
+	perStep := t.Cfg.WeightsPerStep > 0
+	// matmul applies m (or its slice for each row's step) to every row:
+	// one pass over the weights for all rows when they share them.
+	matmul := func(m ops.Mat, rows int, dst, src [][]float32) {
+		if !perStep {
+			m.MatMul(dst, src)
+			return
+		}
+		for i := range src {
+			t.stepMat(m, s.Offset+i, rows).MatVec(dst[i], src[i])
+		}
+	}
 	for li, l := range t.Layers {
 		ring := &s.Rings[li]
 		// Self-attention block.
 		for i, x := range xs {
-			h := sc.h[i*D : (i+1)*D]
-			l.norm1.apply(h, x)
-			step := s.Offset + i
-			qkv := sc.q[i*3*D : (i+1)*3*D]
-			t.stepMat(l.InProj, step, 3*D).MatVec(qkv, h)
-			if t.rope != nil {
+			l.norm1.apply(hR[i], x)
+		}
+		matmul(l.InProj, 3*D, qR, hR)
+		if t.rope != nil {
+			for i, qkv := range qR {
 				for hd := 0; hd < t.Cfg.NumHeads; hd++ {
-					t.rope.Apply(qkv[hd*t.dHead:(hd+1)*t.dHead], step)
-					t.rope.Apply(qkv[D+hd*t.dHead:D+(hd+1)*t.dHead], step)
+					t.rope.Apply(qkv[hd*t.dHead:(hd+1)*t.dHead], s.Offset+i)
+					t.rope.Apply(qkv[D+hd*t.dHead:D+(hd+1)*t.dHead], s.Offset+i)
 				}
 			}
 		}
 		if !stepwise {
-			for i := range xs {
-				qkv := sc.q[i*3*D : (i+1)*3*D]
+			for _, qkv := range qR {
 				ring.write(qkv[D:2*D], qkv[2*D:], D)
 			}
 		}
-		for i := range xs {
-			qkv := sc.q[i*3*D : (i+1)*3*D]
+		for i, qkv := range qR {
 			if stepwise {
 				ring.write(qkv[D:2*D], qkv[2*D:], D)
 			}
-			t.attend(ring, sc, qkv[:D], sc.att[i*D:(i+1)*D], s.Offset+i)
+			t.attend(ring, sc, qkv[:D], attR[i], s.Offset+i)
 		}
+		matmul(l.OutProj, D, oR, attR)
 		for i, x := range xs {
-			o := sc.o[i*D : (i+1)*D]
-			t.stepMat(l.OutProj, s.Offset+i, D).MatVec(o, sc.att[i*D:(i+1)*D])
-			ops.AddScaled(x, o, l.scale1)
+			ops.AddScaled(x, oR[i], l.scale1)
 		}
 		// Feed-forward block.
 		for i, x := range xs {
-			h := sc.h[i*D : (i+1)*D]
-			l.norm2.apply(h, x)
-			o := sc.o[i*D : (i+1)*D]
-			if l.gates == nil {
-				a := sc.ffa[i*t.hidden : (i+1)*t.hidden]
-				l.linear1.MatVec(a, h)
+			l.norm2.apply(hR[i], x)
+		}
+		if l.gates == nil {
+			aR := sc.gR[:T] // hidden-wide rows
+			l.linear1.MatMul(aR, hR)
+			for _, a := range aR {
 				ops.GELU(a)
-				l.linear2.MatVec(o, a)
-			} else {
-				g := l.gates[0]
-				if t.Cfg.WeightsPerStep > 0 {
-					g = l.gates[s.Offset+i]
+			}
+			l.linear2.MatMul(oR, aR)
+		} else {
+			aR, gR := sc.ffaR[:T], sc.gR[:T]
+			hid := t.hidden
+			if perStep {
+				for i := range xs {
+					g := l.gates[s.Offset+i]
+					g.in.MatVec(aR[i], hR[i])
 				}
-				a := sc.ffa[i*2*t.hidden : (i+1)*2*t.hidden]
-				g.in.MatVec(a, h)
-				hid := t.hidden
+			} else {
+				l.gates[0].in.MatMul(aR, hR)
+			}
+			for _, a := range aR {
 				for j := 0; j < hid; j++ {
 					a[j] = t.act(a[j]) * a[hid+j]
 				}
-				g.out.MatVec(o, a[:hid])
 			}
-			ops.AddScaled(x, o, l.scale2)
+			if perStep {
+				for i := range xs {
+					l.gates[s.Offset+i].out.MatVec(oR[i], gR[i])
+				}
+			} else {
+				l.gates[0].out.MatMul(oR, gR)
+			}
+		}
+		for i, x := range xs {
+			ops.AddScaled(x, oR[i], l.scale2)
 		}
 	}
 	s.Offset += T
