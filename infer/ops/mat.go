@@ -2,6 +2,17 @@
 // operation is computed on the CPU. Weights are read in their file dtype and
 // widened exactly to float32 at the point of use; activations and
 // accumulation are float32.
+//
+// Matrix products (Mat.MatVec, Mat.MatMul) and Dot run on kernel variants
+// chosen at start-up from the CPU (golang.org/x/sys/cpu): AVX-512F, AVX2+FMA
+// (Go assembly, matvec_amd64.s) or portable Go (matvec_portable.go; the only
+// one under the purego build tag or off amd64). All variants compute the same
+// fixed sequence of float32 operations (see the contract in
+// matvec_portable.go), so results are bit-identical whatever the CPU, the
+// variant, the thread count (SetThreads) or whether a row comes from MatVec
+// or MatMul. Large products run on one persistent worker pool (pool.go),
+// split by output rows. The plain loops they replace are kept in
+// matvec_ref.go as the tests' reference.
 package ops
 
 import (
@@ -96,72 +107,158 @@ func (m Mat) Float32s() []float32 {
 	return out
 }
 
-// MatVec computes dst[r] = Σ_c m[r,c]·x[c] for every row (F.linear without bias).
+// Tuning (results do not depend on these).
+const (
+	// Products of fewer weight bytes × inputs run on the calling goroutine:
+	// waking the pool and splitting the rows does not pay for them.
+	parallelMinBytes = 256 << 10
+	// mmBlockBytes bounds the inputs one pass over a block of weight rows
+	// works on (they stay in L2 while the weights stream; measured best
+	// among 64 KiB–1 MiB here).
+	mmBlockBytes = 512 << 10
+)
+
+// MatVec computes dst[r] = Σ_c m[r,c]·x[c] for every row (F.linear without
+// bias). The result of each row follows the fixed 32-lane order described
+// in matvec_portable.go: it is the same on every CPU, kernel variant and
+// thread count, and the same as MatMul's.
 func (m Mat) MatVec(dst, x []float32) {
 	if len(x) < m.Cols || len(dst) < m.Rows {
 		panic(fmt.Sprintf("ops: MatVec shape mismatch: mat %dx%d, x %d, dst %d", m.Rows, m.Cols, len(x), len(dst)))
 	}
-	x = x[:m.Cols]
-	c := m.Cols
-	switch m.DType {
-	case weights.F32:
-		for r := 0; r < m.Rows; r++ {
-			dst[r] = dotF32(m.f32[r*c:(r+1)*c], x)
-		}
-	case weights.BF16:
-		for r := 0; r < m.Rows; r++ {
-			dst[r] = dotBF16(m.u16[r*c:(r+1)*c], x)
-		}
-	case weights.F16:
-		for r := 0; r < m.Rows; r++ {
-			src := m.u16[r*c : (r+1)*c]
-			var s float32
-			for j, v := range src {
-				s += weights.HalfToFloat(v) * x[j]
-			}
-			dst[r] = s
-		}
+	if m.Rows == 0 {
+		return
 	}
+	x, dst = x[:m.Cols], dst[:m.Rows]
+	k := kernels.Load()
+	if m.Bytes() >= parallelMinBytes && parallelMatVec(k, m, dst, x) {
+		return
+	}
+	m.mvRange(k, 0, m.Rows, dst, x)
 }
 
-// MatMul applies MatVec to each row of xs: dst[t] = m·xs[t].
+// MatMul computes dst[t] = m·xs[t] for every row of xs (the prefill), each
+// bit-identical to MatVec(dst[t], xs[t]). Weight rows are read once per
+// block of inputs (as many as fit mmBlockBytes) and register tiles of
+// rows × inputs (3×4 on AVX-512, 1×3 on AVX2) share their loads. dst must
+// not alias xs.
 func (m Mat) MatMul(dst, xs [][]float32) {
+	if len(dst) < len(xs) {
+		panic(fmt.Sprintf("ops: MatMul has %d outputs for %d inputs", len(dst), len(xs)))
+	}
 	for t := range xs {
-		m.MatVec(dst[t], xs[t])
+		if len(xs[t]) < m.Cols || len(dst[t]) < m.Rows {
+			panic(fmt.Sprintf("ops: MatMul shape mismatch: mat %dx%d, x %d, dst %d", m.Rows, m.Cols, len(xs[t]), len(dst[t])))
+		}
+	}
+	switch {
+	case len(xs) == 0 || m.Rows == 0:
+		return
+	case len(xs) == 1:
+		m.MatVec(dst[0], xs[0])
+		return
+	}
+	dst = dst[:len(xs)]
+	k := kernels.Load()
+	if m.Bytes()*int64(len(xs)) >= parallelMinBytes && parallelMatMul(k, m, dst, xs) {
+		return
+	}
+	m.mmRange(k, 0, m.Rows, dst, xs)
+}
+
+// mvRange computes rows [r0, r1) of a matrix-vector product.
+func (m Mat) mvRange(k *kernelSet, r0, r1 int, dst, x []float32) {
+	nl := m.Cols &^ (lanes - 1)
+	if nl > 0 {
+		k.mv(m, r0, r1, nl, x, dst)
+	} else {
+		clear(dst[r0:r1])
+	}
+	if nl < m.Cols {
+		m.tailRows(r0, r1, nl, x, dst[r0:r1])
 	}
 }
 
-func dotF32(a, b []float32) float32 {
+// tailRows adds the columns [nl, Cols) of rows [r0, r1) to out
+// sequentially (shared by every kernel variant).
+func (m Mat) tailRows(r0, r1, nl int, x, out []float32) {
+	c := m.Cols
+	x = x[nl:c]
+	for r := r0; r < r1; r++ {
+		s := out[r-r0]
+		switch m.DType {
+		case weights.BF16:
+			for j, v := range m.u16[r*c+nl : (r+1)*c] {
+				s = fma32(bf16ToF32(v), x[j], s)
+			}
+		case weights.F16:
+			for j, v := range m.u16[r*c+nl : (r+1)*c] {
+				s = fma32(weights.HalfToFloat(v), x[j], s)
+			}
+		case weights.F32:
+			for j, v := range m.f32[r*c+nl : (r+1)*c] {
+				s = fma32(v, x[j], s)
+			}
+		}
+		out[r-r0] = s
+	}
+}
+
+// mmRange computes rows [r0, r1) of dst[t] = m·xs[t] for all t.
+func (m Mat) mmRange(k *kernelSet, r0, r1 int, dst, xs [][]float32) {
+	c := m.Cols
+	nl := c &^ (lanes - 1)
+	R, T := k.tileR, k.tileT
+	if nl > 0 {
+		tb := max(T, mmBlockBytes/(4*c)/T*T)
+		var out [16]float32
+		for t0 := 0; t0 < len(xs); t0 += tb {
+			t1 := min(t0+tb, len(xs))
+			r := r0
+			for ; r+R <= r1; r += R {
+				t := t0
+				for ; t+T <= t1; t += T {
+					k.mm(m, r, nl, xs[t:t+T], &out, t == t0)
+					for i := range R {
+						for j := range T {
+							dst[t+j][r+i] = out[i*T+j]
+						}
+					}
+				}
+				for ; t < t1; t++ {
+					k.mv(m, r, r+R, nl, xs[t], dst[t])
+				}
+			}
+			if r < r1 {
+				for t := t0; t < t1; t++ {
+					k.mv(m, r, r1, nl, xs[t], dst[t])
+				}
+			}
+		}
+	} else {
+		for t := range xs {
+			clear(dst[t][r0:r1])
+		}
+	}
+	if nl < c {
+		for t := range xs {
+			m.tailRows(r0, r1, nl, xs[t], dst[t][r0:r1])
+		}
+	}
+}
+
+// Dot is the float32 inner product Σ a[i]·b[i] over len(a) (b at least as
+// long), in the same fixed 32-lane order as MatVec: Dot(row, x) equals the
+// MatVec result of an F32 matrix with that row.
+func Dot(a, b []float32) float32 {
 	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	nl := len(a) &^ (lanes - 1)
+	var s float32
+	if nl > 0 {
+		s = kernels.Load().dot(a, b, nl)
 	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
+	for j := nl; j < len(a); j++ {
+		s = fma32(a[j], b[j], s)
 	}
-	return (s0 + s1) + (s2 + s3)
+	return s
 }
-
-func dotBF16(a []uint16, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += math.Float32frombits(uint32(a[i])<<16) * b[i]
-		s1 += math.Float32frombits(uint32(a[i+1])<<16) * b[i+1]
-		s2 += math.Float32frombits(uint32(a[i+2])<<16) * b[i+2]
-		s3 += math.Float32frombits(uint32(a[i+3])<<16) * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += math.Float32frombits(uint32(a[i])<<16) * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// Dot is the float32 inner product.
-func Dot(a, b []float32) float32 { return dotF32(a, b) }

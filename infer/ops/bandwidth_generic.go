@@ -1,0 +1,5 @@
+//go:build !amd64 || purego
+
+package ops
+
+func readSum(p []byte) uint64 { return readSumGo(p) }

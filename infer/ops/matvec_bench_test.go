@@ -1,0 +1,132 @@
+package ops
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// Benchmarks report the weight bytes streamed per op as MB/s (b.SetBytes):
+// compare with BenchmarkReadBandwidth / MeasureReadBandwidth. Each runs every
+// kernel variant this CPU has as a sub-benchmark. The matrix-vector ones
+// cycle through copies of the matrix totalling ≥ 256 MiB, so that the
+// weights come from memory as in a 7B decode step, not from the 32 MiB L3
+// (except _1024x1024, which is cache-resident on purpose).
+
+var benchSeed uint64
+
+func benchMat(dt weights.DType, rows, cols int) Mat {
+	benchSeed++
+	s := benchSeed * 0x9e3779b97f4a7c15
+	next := func() uint64 { // cheap LCG: the values do not matter here
+		s = s*6364136223846793005 + 1442695040888963407
+		return s >> 33
+	}
+	m := Mat{Rows: rows, Cols: cols, DType: dt}
+	if dt == weights.F32 {
+		m.f32 = make([]float32, rows*cols)
+		for i := range m.f32 {
+			m.f32[i] = float32(int(next()&0xffff)-0x8000) / 0x8000
+		}
+	} else {
+		m.u16 = make([]uint16, rows*cols)
+		for i := range m.u16 {
+			m.u16[i] = uint16(0x3c00 + int(next()&0x7ff) - 0x400) // finite bf16 and f16
+		}
+	}
+	return m
+}
+
+func benchMatVec(b *testing.B, dt weights.DType, rows, cols int) {
+	ms := []Mat{benchMat(dt, rows, cols)}
+	if rows*cols > 1<<20 {
+		for len(ms)*int(ms[0].Bytes()) < 256<<20 {
+			ms = append(ms, benchMat(dt, rows, cols))
+		}
+	}
+	x := randVec(rand.New(rand.NewPCG(1, 1)), cols)
+	dst := make([]float32, rows)
+	for _, name := range KernelNames() {
+		b.Run(name, func(b *testing.B) {
+			withKernel(b, name, func() {
+				b.SetBytes(ms[0].Bytes())
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					ms[i%len(ms)].MatVec(dst, x)
+					i++
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkMatVecBF16_4096x4096(b *testing.B)  { benchMatVec(b, weights.BF16, 4096, 4096) }
+func BenchmarkMatVecBF16_11264x4096(b *testing.B) { benchMatVec(b, weights.BF16, 11264, 4096) }
+func BenchmarkMatVecBF16_4096x11264(b *testing.B) { benchMatVec(b, weights.BF16, 4096, 11264) }
+func BenchmarkMatVecBF16_1024x1024(b *testing.B)  { benchMatVec(b, weights.BF16, 1024, 1024) }
+func BenchmarkMatVecF16_4096x4096(b *testing.B)   { benchMatVec(b, weights.F16, 4096, 4096) }
+func BenchmarkMatVecF32_4096x4096(b *testing.B)   { benchMatVec(b, weights.F32, 4096, 4096) }
+func BenchmarkMatVecF32_11264x4096(b *testing.B)  { benchMatVec(b, weights.F32, 11264, 4096) }
+
+func benchMatMul(b *testing.B, dt weights.DType, rows, cols, T int) {
+	m := benchMat(dt, rows, cols)
+	rng := rand.New(rand.NewPCG(2, 2))
+	xs := make([][]float32, T)
+	dst := make([][]float32, T)
+	for i := range xs {
+		xs[i] = randVec(rng, cols)
+		dst[i] = make([]float32, rows)
+	}
+	for _, name := range KernelNames() {
+		if name == "portable" && rows*cols*T > 1<<28 {
+			continue // minutes per op
+		}
+		b.Run(name, func(b *testing.B) {
+			withKernel(b, name, func() {
+				b.SetBytes(m.Bytes())
+				b.ReportAllocs()
+				for b.Loop() {
+					m.MatMul(dst, xs)
+				}
+				flops := 2 * float64(rows) * float64(cols) * float64(T) * float64(b.N)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		})
+	}
+}
+
+func BenchmarkMatMulBF16_4096x4096_T64(b *testing.B) { benchMatMul(b, weights.BF16, 4096, 4096, 64) }
+func BenchmarkMatMulBF16_11264x4096_T64(b *testing.B) {
+	benchMatMul(b, weights.BF16, 11264, 4096, 64)
+}
+func BenchmarkMatMulF32_4096x4096_T64(b *testing.B) { benchMatMul(b, weights.F32, 4096, 4096, 64) }
+
+func BenchmarkDot(b *testing.B) {
+	for _, n := range []int{64, 128, 1024} {
+		x := randVec(rand.New(rand.NewPCG(3, 3)), n)
+		y := randVec(rand.New(rand.NewPCG(4, 4)), n)
+		for _, name := range KernelNames() {
+			b.Run(fmt.Sprintf("%d/%s", n, name), func(b *testing.B) {
+				withKernel(b, name, func() {
+					var s float32
+					for b.Loop() {
+						s += Dot(x, y)
+					}
+					sinkF = s
+				})
+			})
+		}
+		b.Run(fmt.Sprintf("%d/ref", n), func(b *testing.B) {
+			var s float32
+			for b.Loop() {
+				s += refDotF32(x, y)
+			}
+			sinkF = s
+		})
+	}
+}
+
+var sinkF float32
