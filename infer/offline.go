@@ -76,13 +76,7 @@ type Result struct {
 	Tokens     [][]int  // the 17 output tokens of each generated frame
 }
 
-type nopLog struct{}
-
-func (nopLog) Infof(string, ...any) {}
-
-// Run executes the offline job. It returns ctx.Err() (context.Canceled) when
-// the context is cancelled; it is checked before every frame.
-func Run(ctx context.Context, o Options) (*Result, error) {
+func (o Options) withDefaults() Options {
 	if o.Log == nil {
 		o.Log = nopLog{}
 	}
@@ -92,6 +86,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Threads > 0 {
 		ops.SetThreads(o.Threads)
 	}
+	return o
+}
+
+type nopLog struct{}
+
+func (nopLog) Infof(string, ...any) {}
+
+// Run executes the offline job. It returns ctx.Err() (context.Canceled) when
+// the context is cancelled; it is checked before every frame.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o = o.withDefaults()
 	cfg := o.Config
 	// Inputs first: a bad input costs nothing.
 	user, err := audio.LoadMono(o.InputWAV, cfg.Mimi.SampleRate)

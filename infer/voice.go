@@ -1,0 +1,47 @@
+package infer
+
+import (
+	"fmt"
+
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/mimi"
+	"github.com/pp-offline/pp-offline/voices"
+)
+
+// MakeVoice encodes a voice prompt WAV into the embeddings and LMGen cache
+// that the reference saves with save_voice_prompt_embeddings: the audio is
+// normalised to −24 LUFS, Mimi-encoded frame by frame and stepped through
+// LMGen with the sine tokens on the user side (load_voice_prompt +
+// _step_voice_prompt). The result, saved with voices.SavePT, is a .pt that
+// both tools load.
+func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
+	o = o.withDefaults()
+	cfg := o.Config
+	x, err := LoadVoiceAudio(wavPath, cfg.Mimi.SampleRate)
+	if err != nil {
+		return nil, err
+	}
+	progress(o, "loading mimi")
+	codec, err := mimi.Load(cfg.Mimi, o.MimiWeight)
+	if err != nil {
+		return nil, err
+	}
+	defer codec.Close()
+	progress(o, "loading moshi")
+	model, err := lm.LoadFile(&cfg.LM, o.MoshiWeight)
+	if err != nil {
+		return nil, err
+	}
+	progress(o, "encoding the voice prompt")
+	frames := encodeAll(codec.NewEncoder(), x, codec.FrameSize())
+	gen := lm.NewGen(model, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
+	gen.Reset()
+	emb, cache, err := gen.StepVoicePromptCodesSaving(frames)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", wavPath, err)
+	}
+	if len(emb) == 0 {
+		return nil, fmt.Errorf("%s: too short: no voice-prompt step reached the model", wavPath)
+	}
+	return &voices.Prompt{Embeddings: emb, Cache: cache}, nil
+}
