@@ -3,6 +3,7 @@ package weights
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,6 +132,35 @@ func TestHalfToFloat(t *testing.T) {
 	}{{0x3c00, 1}, {0xc000, -2}, {0x0001, 5.9604645e-08}, {0x7bff, 65504}, {0x3555, 0.33325195}} {
 		if got := HalfToFloat(c.h); got != c.f {
 			t.Errorf("%#x: %v want %v", c.h, got, c.f)
+		}
+	}
+}
+
+func TestRandomDeterministicAndScaled(t *testing.T) {
+	specs := []Spec{{"a", BF16, []int{300, 1000}, 0.02}, {"n", BF16, []int{7}, 0}, {"f", F32, []int{5, 3}, 0.5}}
+	a, b := Random(specs, 1), Random(specs, 1)
+	c := Random(specs, 2)
+	ta, _ := a.Get("a", 300, 1000)
+	tb, _ := b.Get("a")
+	tc, _ := c.Get("a")
+	if !bytes.Equal(ta.Data, tb.Data) || bytes.Equal(ta.Data, tc.Data) {
+		t.Fatal("Random is not a function of the seed")
+	}
+	for _, v := range ta.Float32s() {
+		if m := float32(math.Abs(float64(v))); m < 0.015625 || m >= 0.03125 {
+			t.Fatalf("value %g outside [2^-6, 2^-5)", v)
+		}
+	}
+	tn, _ := a.Get("n")
+	for _, v := range tn.Float32s() {
+		if v != 1 {
+			t.Fatalf("norm scale %g", v)
+		}
+	}
+	tf, _ := a.Get("f")
+	for _, v := range tf.Float32s() {
+		if m := math.Abs(float64(v)); m < 0.5 || m >= 1 {
+			t.Fatalf("f32 value %g", v)
 		}
 	}
 }
