@@ -1,0 +1,181 @@
+package infer
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/mimi"
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// BenchOptions configure Bench.
+type BenchOptions struct {
+	Config      *config.Config
+	MoshiWeight string // "" = random bf16 weights at the config's shape
+	MimiWeight  string // "" = random f32 weights at the config's Mimi shape
+	Frames      int    // measured frames (after Warmup)
+	Warmup      int
+	Threads     int
+	MemoryBytes int // buffer for the memory-bandwidth measurement (0 = 1 GiB)
+	Log         Logger
+}
+
+// BenchResult is what `pp-offline bench` reports: medians over the frames.
+type BenchResult struct {
+	Config                string  `json:"config,omitempty"`
+	Weights               string  `json:"weights"` // "random" or the checkpoint paths
+	Frames                int     `json:"frames"`
+	Threads               int     `json:"threads"`
+	LMMsPerFrame          float64 `json:"lm_ms_per_frame"`
+	TemporalMsPerFrame    float64 `json:"temporal_ms_per_frame"`
+	DepformerMsPerFrame   float64 `json:"depformer_ms_per_frame"` // text head, depformer and sampling
+	DepformerSteps        int     `json:"depformer_steps_per_frame"`
+	CodecEncodeMsPerFrame float64 `json:"codec_encode_ms_per_frame"`
+	CodecDecodeMsPerFrame float64 `json:"codec_decode_ms_per_frame"`
+	TotalMsPerFrame       float64 `json:"total_ms_per_frame"`
+	RealTimeFactor        float64 `json:"real_time_factor"`
+	WeightBytesPerFrame   int64   `json:"weight_bytes_per_frame"`
+	AchievedGBps          float64 `json:"achieved_gbps"`
+	MemoryGBps            float64 `json:"memory_gbps"`
+	RooflineFraction      float64 `json:"roofline_fraction"`
+	LoadSeconds           float64 `json:"load_seconds"`
+	GoArch                string  `json:"goarch"`
+	NumCPU                int     `json:"num_cpu"`
+	KernelPath            string  `json:"kernel"`
+}
+
+// Bench runs the full frame loop (Mimi encode → LMGen step → Mimi decode)
+// on random or real weights and measures it. The LM's KV cache is sized to
+// the frames run (a 3000-step float32 cache at 7B is 3 GB); attention
+// semantics are unchanged since no position falls out of the context.
+func Bench(o BenchOptions) (*BenchResult, error) {
+	if o.Log == nil {
+		o.Log = nopLog{}
+	}
+	if o.Frames <= 0 {
+		o.Frames = 20
+	}
+	if o.Warmup < 0 {
+		o.Warmup = 0
+	}
+	if o.Threads > 0 {
+		ops.SetThreads(o.Threads)
+	}
+	cfg := *o.Config
+	lmCfg := cfg.LM
+	lmCfg.Context = min(lmCfg.Context, o.Warmup+o.Frames+4)
+	res := &BenchResult{Frames: o.Frames, Threads: ops.Threads(), GoArch: runtime.GOARCH, NumCPU: runtime.NumCPU(), KernelPath: ops.KernelName()}
+
+	t0 := time.Now()
+	var lf, mf *weights.File
+	var err error
+	if o.MoshiWeight != "" {
+		if lf, err = weights.Open(o.MoshiWeight); err != nil {
+			return nil, err
+		}
+		res.Weights = o.MoshiWeight
+	} else {
+		o.Log.Infof("building random bf16 LM weights (dim %d, %d layers)", lmCfg.Dim, lmCfg.NumLayers)
+		lf = weights.Random(lm.WeightSpecs(&lmCfg, weights.BF16), 1)
+		res.Weights = "random"
+	}
+	model, err := lm.Load(&lmCfg, lf)
+	if err != nil {
+		return nil, err
+	}
+	if o.MimiWeight != "" {
+		if mf, err = weights.Open(o.MimiWeight); err != nil {
+			return nil, err
+		}
+		res.Weights += " + " + o.MimiWeight
+	} else {
+		specs, err := mimi.WeightSpecs(cfg.Mimi)
+		if err != nil {
+			return nil, err
+		}
+		mf = weights.Random(specs, 2)
+	}
+	codec, err := mimi.LoadFile(cfg.Mimi, mf)
+	if err != nil {
+		return nil, err
+	}
+	res.LoadSeconds = time.Since(t0).Seconds()
+
+	gen := lm.NewGen(model, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
+	gen.Reset()
+	gen.StepSilence() // a prompt phase first, so every measured step returns a frame
+	enc, dec := codec.NewEncoder(), codec.NewDecoder()
+	frame := codec.FrameSize()
+	pcm := make([]float32, frame)
+	nq := cfg.Mimi.NumCodebooks
+	var tEnc, tLM, tTemp, tDep, tDec []float64
+	var bytesPerFrame []int64
+	depSteps := 0
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	for f := 0; f < o.Warmup+o.Frames; f++ {
+		for i := range pcm {
+			pcm[i] = float32(0.3 * math.Sin(float64(f*frame+i)*2*math.Pi*220/float64(cfg.Mimi.SampleRate)))
+		}
+		a := time.Now()
+		codes := enc.EncodeFrame(pcm)
+		b := time.Now()
+		out, ok := gen.Step(codes)
+		c := time.Now()
+		if ok {
+			dec.DecodeFrame(out[1 : 1+nq])
+		}
+		d := time.Now()
+		if f < o.Warmup || !ok {
+			continue
+		}
+		st := gen.Stats()
+		tEnc = append(tEnc, ms(b.Sub(a)))
+		tLM = append(tLM, ms(c.Sub(b)))
+		tTemp = append(tTemp, ms(st.TemporalTime))
+		tDep = append(tDep, ms(st.HeadsTime))
+		tDec = append(tDec, ms(d.Sub(c)))
+		bytesPerFrame = append(bytesPerFrame, st.WeightBytes)
+		depSteps = st.DepSteps
+		o.Log.Infof("frame %d: encode %.1f ms, LM %.1f ms, decode %.1f ms", f, ms(b.Sub(a)), ms(c.Sub(b)), ms(d.Sub(c)))
+	}
+	if len(tLM) == 0 {
+		return nil, fmt.Errorf("no frame measured (frames %d, warmup %d)", o.Frames, o.Warmup)
+	}
+	res.Frames = len(tLM)
+	res.LMMsPerFrame = median(tLM)
+	res.TemporalMsPerFrame = median(tTemp)
+	res.DepformerMsPerFrame = median(tDep)
+	res.DepformerSteps = depSteps
+	res.CodecEncodeMsPerFrame = median(tEnc)
+	res.CodecDecodeMsPerFrame = median(tDec)
+	res.TotalMsPerFrame = res.LMMsPerFrame + res.CodecEncodeMsPerFrame + res.CodecDecodeMsPerFrame
+	res.RealTimeFactor = res.TotalMsPerFrame / (1000 / cfg.Mimi.FrameRate)
+	res.WeightBytesPerFrame = bytesPerFrame[len(bytesPerFrame)-1]
+	res.AchievedGBps = float64(res.WeightBytesPerFrame) / (res.LMMsPerFrame * 1e6)
+	mem := o.MemoryBytes
+	if mem <= 0 {
+		mem = 1 << 30
+	}
+	o.Log.Infof("measuring memory read bandwidth over %d MiB", mem>>20)
+	res.MemoryGBps = ops.MeasureReadBandwidth(mem)
+	if res.MemoryGBps > 0 {
+		res.RooflineFraction = res.AchievedGBps / res.MemoryGBps
+	}
+	return res, nil
+}
+
+func median(x []float64) float64 {
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
