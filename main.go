@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
 // commands collects the subcommands; each cmd_*.go file registers its own in
@@ -36,6 +39,12 @@ func newApp() *cli.App {
 }
 
 func main() {
+	// PP_OFFLINE_KERNEL forces a matrix-kernel variant (avx512, avx2, portable):
+	// every variant computes the same bits, this is for tests and debugging.
+	if k := os.Getenv("PP_OFFLINE_KERNEL"); k != "" && !ops.SetKernel(k) {
+		fmt.Fprintf(os.Stderr, "pp-offline: PP_OFFLINE_KERNEL=%s: unknown or unsupported here (have %s)\n", k, strings.Join(ops.KernelNames(), ", "))
+		os.Exit(1)
+	}
 	if err := newApp().Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "pp-offline: "+err.Error())
 		os.Exit(exitCode(err))
