@@ -22,6 +22,8 @@ import (
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/offload"
 	"github.com/pp-offline/pp-offline/voices"
 )
 
@@ -78,6 +80,11 @@ func mainFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "seed", Value: -1, Usage: "seed for sampling (-1: draw one and log it)"},
 		&cli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output WAV encoding: pcm16 (as the reference) or float32 (lossless)"},
 		&cli.StringFlag{Name: "output-text-format", Value: "list", Usage: "list (the reference's JSON list of pieces) or rich (object with text and per-frame tokens)"},
+		// The simulated device (--device sim, docs/OFFLOAD.md): for tests, left out of --help.
+		&cli.StringFlag{Name: "gpu-memory", Hidden: true, Usage: "device memory (--device sim: the simulated device's size; default 141GB)"},
+		&cli.StringFlag{Name: "host-memory", Hidden: true, Usage: "host memory the offload plan may use (default: unlimited)"},
+		&cli.StringFlag{Name: "workspace", Hidden: true, Usage: "device memory kept for activations (default 256MiB)"},
+		&cli.StringFlag{Name: "sim-figures", Hidden: true, Usage: "the simulated device's figures, key=value,... (offload.Figures keys)"},
 	}
 	return append(f, modelFlags()...)
 }
@@ -148,6 +155,9 @@ func runMain(c *cli.Context) error {
 	}
 	opts, err := jobOptions(c, log)
 	if err != nil {
+		return err
+	}
+	if err := offloadOptions(c, &opts, log); err != nil {
 		return err
 	}
 	voicePath, err := resolveVoice(c, log)
@@ -293,8 +303,47 @@ func isFlatSchema(data []byte) bool {
 	return true
 }
 
-func resolveDevice(dev string, offload bool, log *logger) (string, error) {
+// offloadOptions reads the simulated device's flags (--device sim).
+func offloadOptions(c *cli.Context, o *infer.Options, log *logger) error {
+	flags := []string{"gpu-memory", "host-memory", "workspace", "sim-figures"}
+	if o.Device != "sim" {
+		for _, f := range flags {
+			if c.IsSet(f) {
+				log.Infof("--%s has no effect on the CPU (it applies to --device sim in this build)", f)
+			}
+		}
+		return nil
+	}
+	o.Offload = lm.SimOptions{Memory: -1, Workspace: -1, Verify: true}
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{"gpu-memory", &o.Offload.Memory}, {"host-memory", &o.Offload.HostMemory}, {"workspace", &o.Offload.Workspace}} {
+		if c.IsSet(f.name) {
+			n, err := offload.ParseSize(c.String(f.name))
+			if err != nil {
+				return fmt.Errorf("--%s: %w", f.name, err)
+			}
+			*f.dst = n
+		}
+	}
+	if c.IsSet("sim-figures") {
+		fig := offload.DefaultFigures()
+		if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
+			return fmt.Errorf("--sim-figures: %w", err)
+		}
+		o.Offload.Figures = &fig
+	}
+	return nil
+}
+
+func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 	switch dev {
+	case "sim":
+		if cpuOffload {
+			log.Infof("--cpu-offload: planning for the simulated device's free memory")
+		}
+		return "sim", nil
 	case "auto":
 		if infer.CUDAAvailable() {
 			return "cuda", nil
@@ -302,13 +351,13 @@ func resolveDevice(dev string, offload bool, log *logger) (string, error) {
 		log.Infof("device: no usable GPU (this build has no CUDA backend): running on the CPU")
 		return "cpu", nil
 	case "cpu":
-		if offload {
+		if cpuOffload {
 			log.Infof("--cpu-offload has no effect with --device cpu")
 		}
 		return "cpu", nil
 	case "cuda":
 		if !infer.CUDAAvailable() {
-			if offload {
+			if cpuOffload {
 				log.Infof("--cpu-offload: no usable GPU (this build has no CUDA backend): running on the CPU")
 				return "cpu", nil
 			}
@@ -317,7 +366,7 @@ func resolveDevice(dev string, offload bool, log *logger) (string, error) {
 		return "cuda", nil
 	}
 	if strings.HasPrefix(dev, "cuda:") {
-		return resolveDevice("cuda", offload, log)
+		return resolveDevice("cuda", cpuOffload, log)
 	}
 	return "", fmt.Errorf("--device must be auto, cpu or cuda, not %q", dev)
 }

@@ -50,8 +50,12 @@ type Options struct {
 	MoshiWeight string
 	MimiWeight  string
 	Config      *config.Config
-	Device      string // "cpu" (the only backend of this build)
+	Device      string // "cpu" (the only backend of this build), or "sim" (below)
 	Threads     int
+	// Offload configures Device "sim": the LM runs through an offload plan
+	// on a simulated device (offload's planner for the device's memory;
+	// docs/OFFLOAD.md). The outputs are those of the CPU.
+	Offload lm.SimOptions
 
 	Greedy              bool
 	TempAudio, TempText float64
@@ -154,6 +158,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
+	var placed *lm.Placed
+	if o.Device == "sim" {
+		if placed, err = lm.NewSim(model, o.Offload); err != nil {
+			return nil, err
+		}
+		defer placed.Close()
+		for _, line := range placed.Summary() {
+			o.Log.Infof("%s", line)
+		}
+	}
 	gen := lm.NewGen(model, lm.GenOptions{
 		UseSampling:     !o.Greedy,
 		Temp:            float32(o.TempAudio),
@@ -163,6 +177,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Seed:            uint64(o.Seed),
 		FrameRate:       cfg.Mimi.FrameRate,
 		StepwisePrompts: o.StepwisePrompts,
+		Weights:         weightsOf(placed),
 	})
 	enc := codec.NewEncoder()
 	dec := codec.NewDecoder()
@@ -178,6 +193,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	gen.Reset()
 	if err := gen.StepSystemPrompts(sys); err != nil {
 		return nil, fmt.Errorf("%s: %v", o.VoicePrompt, err)
+	}
+	if err := gen.Err(); err != nil {
+		return nil, err
 	}
 
 	// The frame loop.
@@ -197,6 +215,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		copy(buf, user[f*frame:min((f+1)*frame, len(user))])
 		codes := enc.EncodeFrame(buf)
 		out, ok := gen.Step(codes)
+		if err := gen.Err(); err != nil {
+			return nil, err
+		}
 		if o.Progress != nil {
 			o.Progress.Frame(f + 1)
 		}
@@ -219,7 +240,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		pcm = append(pcm, 0)
 	}
 	res.PCM = pcm
+	if placed != nil {
+		line, err := placed.Finish()
+		if err != nil {
+			return nil, err
+		}
+		o.Log.Infof("%s", line)
+	}
 	return res, nil
+}
+
+// weightsOf is the Weights of an offload executor, nil (the model's own
+// weights) without one.
+func weightsOf(p *lm.Placed) lm.Weights {
+	if p == nil {
+		return nil
+	}
+	return p
 }
 
 func progress(o Options, msg string) {

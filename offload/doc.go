@@ -38,5 +38,7 @@
 // the resident units, streams the others with real copies, hands the
 // executor each unit's bytes (Acquire/Release) and records the timeline
 // (Timeline.Check asserts the engine's invariants). See Runtime for the
-// executor-facing API.
+// executor-facing API; lm.Placed is the executor that runs the LM through
+// it (pp-offline --device sim), and Plan.Replay re-times a plan with
+// measured computes (pp-offline tune).
 package offload

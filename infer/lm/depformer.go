@@ -37,6 +37,8 @@ type Depformer struct {
 	Linears []ops.Mat // per step: [card, depformer_dim]
 	Layers  []DepLayer
 
+	steps []DepStep // per step: the views above, as the host Weights hand them out
+
 	rope *ops.RoPE
 	act  func(float32) float32
 }
@@ -201,6 +203,14 @@ func loadDepformer(f *weights.File, c *config.LM, m *Model) (*Depformer, error) 
 		}
 		d.Layers = append(d.Layers, l)
 	}
+	for j := 0; j < steps; j++ {
+		w := DepStep{In: d.In[j], Linear: d.Linears[j]}
+		for _, l := range d.Layers {
+			w.Layers = append(w.Layers, DepStepLayer{Norm1: l.Norm1, Norm2: l.Norm2, Scale1: l.Scale1, Scale2: l.Scale2,
+				InProj: l.InProj[j], OutProj: l.OutProj[j], GateIn: l.GateIn[j], GateOut: l.GateOut[j]})
+		}
+		d.steps = append(d.steps, w)
+	}
 	return d, nil
 }
 
@@ -256,8 +266,12 @@ func (s *DepState) Steps() int { return s.n }
 // Input writes depformer step j's input into dst: depformer_in[j](h) + the
 // embedding of prev (the text token for j = 0, audio token of stream j−1 after).
 func (s *DepState) Input(dst []float32, j int, h []float32, prev int) {
+	s.input(s.d.In[j], dst, j, h, prev)
+}
+
+func (s *DepState) input(in ops.Mat, dst []float32, j int, h []float32, prev int) {
 	d := s.d
-	d.In[j].MatVec(dst, h)
+	in.MatVec(dst, h)
 	if j == 0 {
 		addEmbedding(dst, s.row, d.TextEmb, prev)
 	} else {
@@ -269,21 +283,27 @@ func (s *DepState) Input(dst []float32, j int, h []float32, prev int) {
 // the temporal output h (out_norm'd) and the previous token, writing the
 // card logits of stream j+1 into logits (forward_depformer).
 func (s *DepState) Step(j int, h []float32, prev int, logits []float32) {
+	s.StepWith(&s.d.steps[j], j, h, prev, logits)
+}
+
+// StepWith is Step computed from the weights w (step j's, as a Weights
+// handed them out).
+func (s *DepState) StepWith(w *DepStep, j int, h []float32, prev int, logits []float32) {
 	d := s.d
 	if j != s.n || j >= d.Steps {
 		panic(fmt.Sprintf("lm: depformer step %d run after %d steps", j, s.n))
 	}
 	x := s.x
-	s.Input(x, j, h, prev)
+	s.input(w.In, x, j, h, prev)
 	D := d.Dim
 	dh := D / d.NumHeads
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	first := firstVisible(j, d.Steps)
-	for li := range d.Layers {
-		l := &d.Layers[li]
+	for li := range w.Layers {
+		l := &w.Layers[li]
 		// Self-attention over steps 0..j.
 		l.Norm1.Apply(s.h, x)
-		l.InProj[j].MatVec(s.qkv, s.h)
+		l.InProj.MatVec(s.qkv, s.h)
 		if d.rope != nil {
 			for hd := 0; hd < d.NumHeads; hd++ {
 				d.rope.Apply(s.qkv[hd*dh:(hd+1)*dh], j)
@@ -319,23 +339,23 @@ func (s *DepState) Step(j int, h []float32, prev int, logits []float32) {
 				}
 			}
 		}
-		l.OutProj[j].MatVec(s.o, s.att)
+		l.OutProj.MatVec(s.o, s.att)
 		ops.AddScaled(x, s.o, l.Scale1)
 		// Gated feed-forward with step j's weights.
 		l.Norm2.Apply(s.h, x)
 		a := s.ffa
-		l.GateIn[j].MatVec(a, s.h)
+		l.GateIn.MatVec(a, s.h)
 		hid := d.Hidden
 		for c := 0; c < hid; c++ {
 			a[c] = d.act(a[c]) * a[hid+c]
 		}
-		l.GateOut[j].MatVec(s.o, a[:hid])
+		l.GateOut.MatVec(s.o, a[:hid])
 		ops.AddScaled(x, s.o, l.Scale2)
 		if s.LayerOut != nil {
 			s.LayerOut(j, li, x)
 		}
 	}
-	d.Linears[j].MatVec(logits, x)
+	w.Linear.MatVec(logits, x)
 	s.n++
 }
 

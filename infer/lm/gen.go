@@ -32,6 +32,10 @@ type GenOptions struct {
 	// transformer (or was deferred into the prefill). The StepTrace and its
 	// slices are reused: copy what you keep.
 	Trace func(*StepTrace)
+	// Weights supplies the weights of every unit as a step or a prefill
+	// reaches it (nil: the model's own mapped weights). An offload executor
+	// (Placed) goes here; see Weights.
+	Weights Weights
 }
 
 // DefaultGenOptions are offline.py's CLI defaults (sampling on).
@@ -75,6 +79,7 @@ type StepStats struct {
 type Gen struct {
 	m   *Model
 	opt GenOptions
+	w   Weights
 
 	K, CT, maxDelay int
 	delays          []int
@@ -117,7 +122,10 @@ func NewGen(m *Model, opt GenOptions) *Gen {
 		opt.StepwisePrompts = true
 	}
 	c := &m.Cfg
-	g := &Gen{m: m, opt: opt, K: c.NQ + 1, maxDelay: c.MaxDelay(), delays: c.Delays}
+	g := &Gen{m: m, opt: opt, w: opt.Weights, K: c.NQ + 1, maxDelay: c.MaxDelay(), delays: c.Delays}
+	if g.w == nil {
+		g.w = m.HostWeights()
+	}
 	g.CT = g.maxDelay + 3
 	g.cache = make([]int, g.K*g.CT)
 	g.provided = make([]bool, g.K*g.CT)
@@ -169,6 +177,11 @@ func (g *Gen) Reset() {
 
 // Offset is LMGen's offset: the number of step calls since the reset.
 func (g *Gen) Offset() int { return g.offset }
+
+// Err is the first error of the Weights the steps are computed from (nil
+// for the model's own weights). After an error the outputs are still right
+// (the host weights are used) but the run should stop.
+func (g *Gen) Err() error { return g.w.Err() }
 
 // Cache returns a copy of the token cache, [n_q+1][max_delay+3].
 func (g *Gen) Cache() [][]int {
@@ -320,16 +333,35 @@ func (g *Gen) run(emb []float32) ([]int, bool) {
 	} else {
 		tr.Deferred = false
 		g.Flush()
+		w := g.w
+		w.BeginPass()
 		t0 := time.Now()
-		m.Transformer.Forward(g.ts, g.rows)
-		m.OutNorm.Apply(g.h, x)
+		m.Transformer.ForwardFrom(w, g.ts, g.rows)
 		t1 := time.Now()
 		g.stats.TemporalTime += t1.Sub(t0)
 		g.stats.Transformer = true
 		g.stats.WeightBytes += g.temporalBytes
 		textProvided := tr.Provided[0]
-		if !textProvided || g.opt.Full {
-			m.TextLogits(g.textLogits, g.h)
+		textHead := !textProvided || g.opt.Full
+		// Depformer steps after the last stream that is not provided produce
+		// nothing that is kept: skip them (steps 8..15 in the user phase).
+		last := dq - 1
+		if !g.opt.Full {
+			for last >= 0 && tr.Provided[last+1] {
+				last--
+			}
+		}
+		// The head: out_norm feeds the text head and the depformer; nothing
+		// needs it when neither runs.
+		if textHead || last >= 0 {
+			hd := w.AcquireHead()
+			hd.OutNorm.Apply(g.h, x)
+			if textHead {
+				hd.TextLinear.MatVec(g.textLogits, g.h)
+			}
+			w.ReleaseHead()
+		}
+		if textHead {
 			g.stats.TextHead = true
 			g.stats.WeightBytes += m.TextLinear.Bytes()
 			tr.TextLogits = g.textLogits
@@ -343,19 +375,12 @@ func (g *Gen) run(emb []float32) ([]int, bool) {
 		if textProvided {
 			prev = g.cache[tgt]
 		}
-		// Depformer steps after the last stream that is not provided produce
-		// nothing that is kept: skip them (steps 8..15 in the user phase).
-		last := dq - 1
-		if !g.opt.Full {
-			for last >= 0 && tr.Provided[last+1] {
-				last--
-			}
-		}
 		g.ds.Reset()
 		for j := 0; j <= last; j++ {
 			k := j + 1
 			logits := g.audioLogits[j]
-			g.ds.Step(j, g.h, prev, logits)
+			g.ds.StepWith(w.AcquireDepStep(j), j, g.h, prev, logits)
+			w.ReleaseDepStep(j)
 			g.stats.WeightBytes += m.Dep.StepBytes(j)
 			tr.AudioLogits[j] = logits
 			if tr.Provided[k] {
@@ -366,6 +391,7 @@ func (g *Gen) run(emb []float32) ([]int, bool) {
 				prev = g.sampled[k]
 			}
 		}
+		w.EndPass()
 		g.stats.DepSteps = last + 1
 		g.stats.HeadsTime += time.Since(t1)
 	}
@@ -416,7 +442,9 @@ func (g *Gen) Flush() {
 		return
 	}
 	t0 := time.Now()
-	g.m.Transformer.ForwardSteps(g.ts, g.pending[:g.npending])
+	g.w.BeginPass()
+	g.m.Transformer.ForwardStepsFrom(g.w, g.ts, g.pending[:g.npending])
+	g.w.EndPass()
 	g.stats.TemporalTime += time.Since(t0)
 	g.stats.PrefillSteps += g.npending
 	g.stats.WeightBytes += g.temporalBytes

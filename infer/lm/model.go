@@ -54,6 +54,10 @@ type Model struct {
 	// Report of the checkpoint patches applied at load (get_moshi_lm's
 	// "Expanding" / "Replacing" log lines).
 	Expanded, Replaced []string
+
+	file *weights.File // the checkpoint the weights are views of
+	head Head          // OutNorm and TextLinear, as the host Weights hand them out
+	host *hostWeights
 }
 
 // Norm is create_norm_fn(norm, dim): RMSNorm (alpha) or LayerNorm (weight, bias).
@@ -142,7 +146,8 @@ func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 	if err := validate(&c); err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: c}
+	m := &Model{Cfg: c, file: f}
+	m.host = &hostWeights{m}
 	D := c.Dim
 	var err error
 	for i := 0; i < c.NQ; i++ {
@@ -177,6 +182,7 @@ func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 	if m.Dep, err = loadDepformer(f, &c, m); err != nil {
 		return nil, err
 	}
+	m.head = Head{OutNorm: m.OutNorm, TextLinear: m.TextLinear}
 	return m, nil
 }
 

@@ -116,17 +116,19 @@ func (sc *scratch) ensure(rows, d, hidden int) {
 // new keys/values into its ring, then each query attends to the ring with
 // the causal/context mask. For T = 1 this is one streaming step.
 func (t *Transformer) Forward(s *TransformerState, xs [][]float32) {
-	t.forward(s, xs, false)
+	t.forward(t, s, xs, false)
 }
 
 // ForwardSteps gives exactly what calling Forward once per row would give
 // (each position sees the ring as it was after its own write), while doing
 // the projections for all rows together: the prompt prefill.
 func (t *Transformer) ForwardSteps(s *TransformerState, xs [][]float32) {
-	t.forward(s, xs, true)
+	t.forward(t, s, xs, true)
 }
 
-func (t *Transformer) forward(s *TransformerState, xs [][]float32, stepwise bool) {
+// forward computes the layers in order, each from the weights the source
+// hands out for it (the transformer itself for Forward and ForwardSteps).
+func (t *Transformer) forward(from LayerSource, s *TransformerState, xs [][]float32, stepwise bool) {
 	T := len(xs)
 	if T == 0 {
 		return
@@ -147,7 +149,8 @@ func (t *Transformer) forward(s *TransformerState, xs [][]float32, stepwise bool
 			t.stepMat(m, s.Offset+i, rows).MatVec(dst[i], src[i])
 		}
 	}
-	for li, l := range t.Layers {
+	for li := range t.Layers {
+		l := from.AcquireLayer(li)
 		ring := &s.Rings[li]
 		// Self-attention block.
 		for i, x := range xs {
@@ -215,6 +218,7 @@ func (t *Transformer) forward(s *TransformerState, xs [][]float32, stepwise bool
 		for i, x := range xs {
 			ops.AddScaled(x, oR[i], l.scale2)
 		}
+		from.ReleaseLayer(li)
 	}
 	s.Offset += T
 }

@@ -72,6 +72,9 @@ type Transformer struct {
 	dHead  int
 	rope   *ops.RoPE
 	act    func(float32) float32
+	// normRMS and eps are the layers' norm kind (see BindLayer).
+	normRMS bool
+	eps     float32
 }
 
 // LoadTransformer binds the tensors under prefix ("transformer",
@@ -91,10 +94,6 @@ func LoadTransformer(f *weights.File, prefix string, cfg TransformerConfig) (*Tr
 	case "none", "":
 	default:
 		return nil, fmt.Errorf("%s: positional embedding %q is not supported", prefix, cfg.PosEmb)
-	}
-	mult := 1
-	if cfg.WeightsPerStep > 0 {
-		mult = cfg.WeightsPerStep
 	}
 	var normRMS bool
 	var eps float32
@@ -128,84 +127,20 @@ func LoadTransformer(f *weights.File, prefix string, cfg TransformerConfig) (*Tr
 			return nil, fmt.Errorf("%s: gating %q is not supported", prefix, cfg.Gating)
 		}
 	}
-	get := func(name string, shape ...int) (ops.Mat, error) {
-		w, err := f.Get(name, shape...)
-		if err != nil {
-			return ops.Mat{}, err
-		}
-		return ops.NewMat(w)
-	}
-	vec := func(name string, shape ...int) ([]float32, error) {
-		w, err := f.Get(name, shape...)
-		if err != nil {
-			return nil, err
-		}
-		return w.Float32s(), nil
-	}
-	loadNorm := func(p string) (norm, error) {
-		n := norm{rms: normRMS, eps: eps}
-		var err error
-		if normRMS {
-			n.w, err = vec(p+".alpha", 1, 1, D)
-			return n, err
-		}
-		if n.w, err = vec(p+".weight", D); err != nil {
-			return n, err
-		}
-		n.b, err = vec(p+".bias", D)
-		return n, err
-	}
+	t.normRMS, t.eps = normRMS, eps
 	for i := 0; i < cfg.NumLayers; i++ {
-		p := fmt.Sprintf("%s.layers.%d.", prefix, i)
+		specs := t.LayerTensors(prefix, i)
+		ts := make([]weights.Tensor, len(specs))
+		for k, sp := range specs {
+			w, err := f.Get(sp.Name, sp.Shape...)
+			if err != nil {
+				return nil, err
+			}
+			ts[k] = *w
+		}
 		l := &Layer{}
-		var err error
-		if l.InProj, err = get(p+"self_attn.in_proj_weight", mult*3*D, D); err != nil {
+		if err := t.BindLayer(l, ts); err != nil {
 			return nil, err
-		}
-		if l.OutProj, err = get(p+"self_attn.out_proj.weight", mult*D, D); err != nil {
-			return nil, err
-		}
-		if l.norm1, err = loadNorm(p + "norm1"); err != nil {
-			return nil, err
-		}
-		if l.norm2, err = loadNorm(p + "norm2"); err != nil {
-			return nil, err
-		}
-		if cfg.LayerScale {
-			if l.scale1, err = vec(p+"layer_scale_1.scale", D); err != nil {
-				return nil, err
-			}
-			if l.scale2, err = vec(p+"layer_scale_2.scale", D); err != nil {
-				return nil, err
-			}
-		}
-		if cfg.Gating == "none" {
-			if l.linear1, err = get(p+"linear1.weight", t.hidden, D); err != nil {
-				return nil, err
-			}
-			if l.linear2, err = get(p+"linear2.weight", D, t.hidden); err != nil {
-				return nil, err
-			}
-		} else if cfg.WeightsPerStep > 0 {
-			for s := 0; s < cfg.WeightsPerStep; s++ {
-				var g gating
-				if g.in, err = get(fmt.Sprintf("%sgating.%d.linear_in.weight", p, s), 2*t.hidden, D); err != nil {
-					return nil, err
-				}
-				if g.out, err = get(fmt.Sprintf("%sgating.%d.linear_out.weight", p, s), D, t.hidden); err != nil {
-					return nil, err
-				}
-				l.gates = append(l.gates, g)
-			}
-		} else {
-			var g gating
-			if g.in, err = get(p+"gating.linear_in.weight", 2*t.hidden, D); err != nil {
-				return nil, err
-			}
-			if g.out, err = get(p+"gating.linear_out.weight", D, t.hidden); err != nil {
-				return nil, err
-			}
-			l.gates = []gating{g}
 		}
 		t.Layers = append(t.Layers, l)
 	}

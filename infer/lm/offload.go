@@ -1,0 +1,654 @@
+package lm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/nn"
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/offload"
+)
+
+// Placed is a Weights that executes an offload plan: it packs the model's
+// units (offload.NewLM: each temporal layer, the head, each depformer step
+// run per frame) once, runs the plan's memory side on a simulated device
+// (offload.Runtime: resident units uploaded once, streamed ones copied into
+// staging slots ahead of use, CPU ones left in host memory) and, as a pass
+// reaches each unit, binds the bytes the runtime hands out as the unit's
+// matrices. Every pass (a step through the temporal transformer, or a
+// prefill) is one runtime frame. The bytes handed out always equal the
+// checkpoint's, so the outputs are bit-identical to a run on the model's own
+// weights, whatever the plan.
+//
+// Computation itself happens on the CPU in this build whatever the
+// placement (the simulated device has no compute of its own); the
+// runtime's timeline records when each unit would run on the device or the
+// CPU at the plan's figures. The temporal KV cache is host memory (the
+// plan accounts for its device share).
+type Placed struct {
+	m    *Model
+	plan *offload.Plan
+	dev  *offload.SimDevice
+	rt   *offload.Runtime
+
+	nLayers, nDep int
+	binds         []binding // per unit, in the plan's order
+	host          [][]byte  // packed units
+
+	layers []*nn.Layer
+	head   Head
+	deps   []DepStep
+
+	inPass bool
+	held   int // unit acquired and not released, −1 when none
+	passes int
+	err    error
+}
+
+// binding is where, in a unit's packed bytes, each tensor its binder takes
+// lies: ts[k] is part parts[k] of the unit, at spans[parts[k]].
+type binding struct {
+	unit  offload.Unit
+	spans []offload.Span
+	parts []int
+	ts    []weights.Tensor
+}
+
+// SimOptions configure NewSim. The zero value is a device of 0 bytes (all
+// CPU).
+type SimOptions struct {
+	// Memory is the simulated device's memory in bytes; negative means
+	// DefaultSimMemory. The plan is made for the device's free memory.
+	Memory int64
+	// HostMemory is the plan's host budget (0: unlimited).
+	HostMemory int64
+	// Workspace is the device memory kept for activations whenever a unit
+	// runs on the device; negative means offload.DefaultWorkspace.
+	Workspace int64
+	// Figures are the machine figures the plan and the timeline use (nil:
+	// offload.DefaultFigures, an H200 on PCIe gen5).
+	Figures *offload.Figures
+	// DepSteps is the number of depformer steps planned per frame (0:
+	// offload.DefaultDepSteps, the agent's codebooks).
+	DepSteps int
+	// Verify makes the runtime check at every release that the unit's
+	// device bytes still equal the host bytes.
+	Verify bool
+}
+
+// DefaultSimMemory is the simulated device's memory when none is given: an
+// H200's 141 GB, the device DefaultFigures describe.
+const DefaultSimMemory = 141_000_000_000
+
+// NewSim plans the model's units for a simulated device (offload's planner
+// over the device's free memory) and starts executing the plan on it.
+func NewSim(m *Model, o SimOptions) (*Placed, error) {
+	mem := o.Memory
+	if mem < 0 {
+		mem = DefaultSimMemory
+	}
+	dev := offload.NewSimDevice(mem)
+	depSteps := o.DepSteps
+	if depSteps == 0 {
+		depSteps = offload.DefaultDepSteps(&m.Cfg)
+	}
+	units, err := offload.NewLM(&m.Cfg, depSteps)
+	if err != nil {
+		return nil, fmt.Errorf("offload: %w", err)
+	}
+	fig := offload.DefaultFigures()
+	if o.Figures != nil {
+		fig = *o.Figures
+	}
+	p := offload.NewProblem(units, offload.Workload{Batch: 1}, fig, dev.Budget()-dev.Used(), o.HostMemory)
+	if o.Workspace >= 0 {
+		p.Workspace = o.Workspace
+	}
+	plan, err := p.Solve()
+	if err != nil {
+		return nil, fmt.Errorf("offload: %w", err)
+	}
+	pl, err := NewPlaced(m, plan, dev)
+	if err != nil {
+		return nil, err
+	}
+	pl.rt.Verify = o.Verify
+	return pl, nil
+}
+
+// NewPlaced packs the model's units (the plan's, in its order: layers, head,
+// depformer steps) from the checkpoint the model was loaded from and starts
+// the offload runtime for plan on dev. It fails, without exceeding the
+// device's budget, when the plan does not fit.
+func NewPlaced(m *Model, plan *offload.Plan, dev *offload.SimDevice) (*Placed, error) {
+	if m.file == nil {
+		return nil, fmt.Errorf("offload: the model has no checkpoint to pack units from")
+	}
+	c := &m.Cfg
+	units := plan.Units()
+	p := &Placed{m: m, plan: plan, dev: dev, nLayers: c.NumLayers, held: -1}
+	p.nDep = len(units) - c.NumLayers - 1
+	if p.nDep < 0 || p.nDep > c.DepQ {
+		return nil, fmt.Errorf("offload: the plan has %d units, the model %d layers", len(units), c.NumLayers)
+	}
+	for i, u := range units {
+		want, kind := fmt.Sprintf("layer.%d", i), offload.KindLayer
+		switch {
+		case i == c.NumLayers:
+			want, kind = "head", offload.KindHead
+		case i > c.NumLayers:
+			want, kind = fmt.Sprintf("dep.%d", i-c.NumLayers-1), offload.KindDepStep
+		}
+		if u.Name != want || u.Kind != kind {
+			return nil, fmt.Errorf("offload: unit %d of the plan is %s, the model runs %s there", i, u.Name, want)
+		}
+	}
+	if m.TextLinear.Rows != c.TextCard {
+		return nil, fmt.Errorf("offload: text_linear has %d rows; offload units hold text_card = %d", m.TextLinear.Rows, c.TextCard)
+	}
+	get := m.packGetter()
+	p.host = make([][]byte, len(units))
+	p.binds = make([]binding, len(units))
+	p.layers = make([]*nn.Layer, c.NumLayers)
+	p.deps = make([]DepStep, p.nDep)
+	for i := range units {
+		u := units[i]
+		blob, spans, err := u.Pack(nil, get)
+		if err != nil {
+			return nil, fmt.Errorf("offload: %w (offload needs a bf16 checkpoint)", err)
+		}
+		p.host[i] = blob
+		var names []string
+		switch {
+		case i < c.NumLayers:
+			for _, s := range m.Transformer.LayerTensors("transformer", i) {
+				names = append(names, s.Name)
+			}
+			p.layers[i] = &nn.Layer{}
+		case i == c.NumLayers:
+			names = append(normNames(c.Norm, "out_norm"), "text_linear.weight")
+		default:
+			names = depStepNames(c, i-c.NumLayers-1)
+		}
+		b, err := newBinding(u, spans, names)
+		if err != nil {
+			return nil, fmt.Errorf("offload: %w", err)
+		}
+		p.binds[i] = b
+		// Bind once from the host bytes: checks every shape now, and
+		// allocates the norm buffers that later binds reuse.
+		if err := p.bind(i, blob); err != nil {
+			return nil, fmt.Errorf("offload: %s: %w", u.Name, err)
+		}
+	}
+	rt, err := offload.NewRuntime(plan, dev, p.host)
+	if err != nil {
+		return nil, fmt.Errorf("offload: %w", err)
+	}
+	p.rt = rt
+	return p, nil
+}
+
+// packGetter returns the raw bytes of a checkpoint tensor for Unit.Pack,
+// resolving the 8-step checkpoints' patches as Load did: a per-step tensor
+// missing for step 8+i is step i's ("Replacing"), and a depformer attention
+// projection holding half the steps is concatenated with itself
+// ("Expanding"; copied here, since a unit takes its rows from the whole).
+func (m *Model) packGetter() func(string) ([]byte, error) {
+	alias := map[string]string{}
+	for _, r := range m.Replaced {
+		if dst, src, ok := strings.Cut(r, " <- "); ok {
+			alias[dst] = src
+		}
+	}
+	expanded := map[string]bool{}
+	for _, n := range m.Expanded {
+		expanded[n] = true
+	}
+	doubled := map[string][]byte{}
+	return func(name string) ([]byte, error) {
+		if src, ok := alias[name]; ok {
+			name = src
+		}
+		t, err := m.file.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		if !expanded[name] {
+			return t.Data, nil
+		}
+		if d, ok := doubled[name]; ok {
+			return d, nil
+		}
+		d := append(append(make([]byte, 0, 2*len(t.Data)), t.Data...), t.Data...)
+		doubled[name] = d
+		return d, nil
+	}
+}
+
+func normNames(kind, prefix string) []string {
+	if strings.HasPrefix(kind, "rms_norm") {
+		return []string{prefix + ".alpha"}
+	}
+	return []string{prefix + ".weight", prefix + ".bias"}
+}
+
+// depStepNames lists the tensors bindDepStep takes, in its order.
+func depStepNames(c *config.LM, j int) []string {
+	in := "depformer_in.0.weight"
+	if c.DepformerMultiLinear {
+		in = fmt.Sprintf("depformer_in.%d.weight", j)
+	}
+	names := []string{in}
+	for l := 0; l < c.DepformerNumLayers; l++ {
+		p := fmt.Sprintf("depformer.layers.%d.", l)
+		names = append(names, normNames(c.Norm, p+"norm1")...)
+		names = append(names, normNames(c.Norm, p+"norm2")...)
+		if c.DepformerLayerScale != nil {
+			names = append(names, p+"layer_scale_1.scale", p+"layer_scale_2.scale")
+		}
+		names = append(names, p+"self_attn.in_proj_weight", p+"self_attn.out_proj.weight",
+			fmt.Sprintf("%sgating.%d.linear_in.weight", p, j), fmt.Sprintf("%sgating.%d.linear_out.weight", p, j))
+	}
+	return append(names, fmt.Sprintf("linears.%d.weight", j))
+}
+
+func newBinding(u offload.Unit, spans []offload.Span, names []string) (binding, error) {
+	b := binding{unit: u, spans: spans}
+	idx := map[string]int{}
+	for k, p := range u.Parts {
+		idx[p.Tensor] = k
+	}
+	for _, n := range names {
+		k, ok := idx[n]
+		if !ok {
+			return b, fmt.Errorf("unit %s has no tensor %s", u.Name, n)
+		}
+		p := u.Parts[k]
+		shape := p.Shape
+		if p.Row1-p.Row0 != shapeRows(p.Shape) {
+			shape = []int{p.Row1 - p.Row0, p.Cols}
+		}
+		b.parts = append(b.parts, k)
+		b.ts = append(b.ts, weights.Tensor{Name: n, DType: weights.BF16, Shape: shape})
+	}
+	if len(names) != len(u.Parts) {
+		return b, fmt.Errorf("unit %s has %d tensors, the model reads %d of them", u.Name, len(u.Parts), len(names))
+	}
+	return b, nil
+}
+
+func shapeRows(shape []int) int {
+	if len(shape) == 1 {
+		return 1
+	}
+	return shape[0]
+}
+
+// bind points unit u's weights (p.layers, p.head or p.deps) at view.
+func (p *Placed) bind(u int, view []byte) error {
+	b := &p.binds[u]
+	for k := range b.ts {
+		sp := b.spans[b.parts[k]]
+		b.ts[k].Data = view[sp.Offset : sp.Offset+sp.Bytes : sp.Offset+sp.Bytes]
+	}
+	switch {
+	case u < p.nLayers:
+		return p.m.Transformer.BindLayer(p.layers[u], b.ts)
+	case u == p.nLayers:
+		return bindHead(&p.head, &p.m.head, b.ts)
+	default:
+		j := u - p.nLayers - 1
+		return bindDepStep(&p.deps[j], &p.m.Dep.steps[j], b.ts)
+	}
+}
+
+// tensors hands bind's tensors out one by one.
+type tensors struct {
+	ts []weights.Tensor
+	k  int
+}
+
+func (t *tensors) next() (*weights.Tensor, error) {
+	if t.k >= len(t.ts) {
+		return nil, fmt.Errorf("binding: %d tensors, more needed", len(t.ts))
+	}
+	t.k++
+	return &t.ts[t.k-1], nil
+}
+
+func (t *tensors) mat(dst *ops.Mat, like ops.Mat) error {
+	w, err := t.next()
+	if err != nil {
+		return err
+	}
+	m, err := ops.NewMat(w)
+	if err != nil {
+		return err
+	}
+	if m.Rows != like.Rows || m.Cols != like.Cols {
+		return fmt.Errorf("%s is [%d, %d], the model's is [%d, %d]", w.Name, m.Rows, m.Cols, like.Rows, like.Cols)
+	}
+	*dst = m
+	return nil
+}
+
+func (t *tensors) vec(dst *[]float32, n int) error {
+	w, err := t.next()
+	if err != nil {
+		return err
+	}
+	if w.Numel() != n || len(w.Data) != 2*n {
+		return fmt.Errorf("%s has %d elements, %d expected", w.Name, w.Numel(), n)
+	}
+	if cap(*dst) < n {
+		*dst = make([]float32, n)
+	}
+	out := (*dst)[:n]
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(w.Data[2*i:])) << 16)
+	}
+	*dst = out
+	return nil
+}
+
+func (t *tensors) norm(dst *Norm, like *Norm) error {
+	dst.RMS, dst.Eps = like.RMS, like.Eps
+	if err := t.vec(&dst.W, len(like.W)); err != nil {
+		return err
+	}
+	if like.RMS {
+		return nil
+	}
+	return t.vec(&dst.B, len(like.B))
+}
+
+func (t *tensors) done() error {
+	if t.k != len(t.ts) {
+		return fmt.Errorf("binding: %d tensors, %d used", len(t.ts), t.k)
+	}
+	return nil
+}
+
+func bindHead(dst, like *Head, ts []weights.Tensor) error {
+	t := tensors{ts: ts}
+	if err := t.norm(&dst.OutNorm, &like.OutNorm); err != nil {
+		return err
+	}
+	if err := t.mat(&dst.TextLinear, like.TextLinear); err != nil {
+		return err
+	}
+	return t.done()
+}
+
+func bindDepStep(dst, like *DepStep, ts []weights.Tensor) error {
+	t := tensors{ts: ts}
+	if err := t.mat(&dst.In, like.In); err != nil {
+		return err
+	}
+	if len(dst.Layers) != len(like.Layers) {
+		dst.Layers = make([]DepStepLayer, len(like.Layers))
+	}
+	for l := range like.Layers {
+		d, w := &dst.Layers[l], &like.Layers[l]
+		if err := t.norm(&d.Norm1, &w.Norm1); err != nil {
+			return err
+		}
+		if err := t.norm(&d.Norm2, &w.Norm2); err != nil {
+			return err
+		}
+		if w.Scale1 != nil {
+			if err := t.vec(&d.Scale1, len(w.Scale1)); err != nil {
+				return err
+			}
+			if err := t.vec(&d.Scale2, len(w.Scale2)); err != nil {
+				return err
+			}
+		}
+		for _, m := range []struct{ dst, like *ops.Mat }{{&d.InProj, &w.InProj}, {&d.OutProj, &w.OutProj}, {&d.GateIn, &w.GateIn}, {&d.GateOut, &w.GateOut}} {
+			if err := t.mat(m.dst, *m.like); err != nil {
+				return err
+			}
+		}
+	}
+	if err := t.mat(&dst.Linear, like.Linear); err != nil {
+		return err
+	}
+	return t.done()
+}
+
+// fail records the first error; from then on the host weights are handed
+// out and the runtime is left alone.
+func (p *Placed) fail(err error) {
+	if p.err == nil {
+		p.err = fmt.Errorf("offload: %w", err)
+	}
+}
+
+// acquire takes unit u from the runtime and binds it; false on an error
+// (recorded), when the caller uses the host weights.
+func (p *Placed) acquire(u int) bool {
+	if p.err != nil {
+		return false
+	}
+	if !p.inPass {
+		p.fail(fmt.Errorf("unit %s acquired outside a pass", p.binds[u].unit.Name))
+		return false
+	}
+	view, err := p.rt.Acquire(u)
+	if err != nil {
+		p.fail(err)
+		return false
+	}
+	p.held = u
+	if err := p.bind(u, view); err != nil {
+		p.fail(fmt.Errorf("%s: %w", p.binds[u].unit.Name, err))
+		return false
+	}
+	return true
+}
+
+func (p *Placed) release(u int) {
+	if p.held != u {
+		return // never acquired: the host weights were used
+	}
+	p.held = -1
+	if p.err != nil {
+		return
+	}
+	if err := p.rt.Release(u); err != nil {
+		p.fail(err)
+	}
+}
+
+// BeginPass starts a runtime frame.
+func (p *Placed) BeginPass() {
+	if p.err != nil {
+		return
+	}
+	if err := p.rt.BeginFrame(); err != nil {
+		p.fail(err)
+		return
+	}
+	p.inPass = true
+	p.passes++
+}
+
+// EndPass ends the runtime frame; units not acquired are skipped.
+func (p *Placed) EndPass() {
+	if p.inPass && p.err == nil {
+		if err := p.rt.EndFrame(); err != nil {
+			p.fail(err)
+		}
+	}
+	p.inPass = false
+}
+
+// AcquireLayer binds temporal layer i to the bytes the plan placed.
+func (p *Placed) AcquireLayer(i int) *nn.Layer {
+	if !p.acquire(i) {
+		return p.m.Transformer.Layers[i]
+	}
+	return p.layers[i]
+}
+
+// ReleaseLayer releases layer i.
+func (p *Placed) ReleaseLayer(i int) { p.release(i) }
+
+// AcquireHead binds the head to the bytes the plan placed.
+func (p *Placed) AcquireHead() *Head {
+	if !p.acquire(p.nLayers) {
+		return &p.m.head
+	}
+	return &p.head
+}
+
+// ReleaseHead releases the head.
+func (p *Placed) ReleaseHead() { p.release(p.nLayers) }
+
+// AcquireDepStep binds depformer step j to the bytes the plan placed. A step
+// the plan has no unit for is an error (the plan was made for fewer steps
+// per frame than the generation runs).
+func (p *Placed) AcquireDepStep(j int) *DepStep {
+	if j >= p.nDep {
+		p.fail(fmt.Errorf("depformer step %d runs, the plan has units for %d steps per frame", j, p.nDep))
+		return &p.m.Dep.steps[j]
+	}
+	if !p.acquire(p.nLayers + 1 + j) {
+		return &p.m.Dep.steps[j]
+	}
+	return &p.deps[j]
+}
+
+// ReleaseDepStep releases depformer step j.
+func (p *Placed) ReleaseDepStep(j int) { p.release(p.nLayers + 1 + j) }
+
+// Err is the first error of the runtime or of binding a unit.
+func (p *Placed) Err() error { return p.err }
+
+// Plan is the plan executed.
+func (p *Placed) Plan() *offload.Plan { return p.plan }
+
+// Device is the simulated device.
+func (p *Placed) Device() *offload.SimDevice { return p.dev }
+
+// Timeline is the runtime's record so far (transfers, computes, the
+// device's peak).
+func (p *Placed) Timeline() *offload.Timeline { return p.rt.Timeline() }
+
+// Passes is the number of passes (runtime frames) begun.
+func (p *Placed) Passes() int { return p.passes }
+
+// Close stops the runtime and frees the device memory.
+func (p *Placed) Close() error {
+	err := p.rt.Close()
+	if p.err != nil {
+		return p.err
+	}
+	return err
+}
+
+// Summary describes the plan in lines for a log: one per placement class
+// with its units and bytes, then the device memory and the prediction.
+func (p *Placed) Summary() []string {
+	pl := p.plan
+	pr := pl.Problem
+	host := "unlimited"
+	if pr.HostBudget > 0 {
+		host = offload.FormatSize(pr.HostBudget)
+	}
+	lines := []string{fmt.Sprintf("offload plan for a simulated device of %s (plan budget %s, host %s): %s",
+		offload.FormatSize(p.dev.Budget()), offload.FormatSize(pr.GPUBudget), host, pl.Summary())}
+	units := pl.Units()
+	for _, w := range offload.Placements {
+		var names []string
+		var bytes int64
+		var ms float64
+		for i, x := range pl.Where {
+			if x == w {
+				names = append(names, units[i].Name)
+				bytes += units[i].Bytes
+				ms += pl.Predict.Units[i].ComputeMs
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  %-8s %2d units, %10s: %s (%.3f ms/frame predicted)", w, len(names), offload.FormatSize(bytes), CompactNames(names), ms))
+	}
+	m := pl.Memory
+	lines = append(lines, fmt.Sprintf("  device   %s: resident %s, %d staging slot(s) %s, KV cache %s (%d layers), workspace %s; predicted %.3f ms/frame, %s over PCIe per frame",
+		offload.FormatSize(m.GPUTotal), offload.FormatSize(m.GPUResident), m.StagingSlots, offload.FormatSize(m.GPUStaging),
+		offload.FormatSize(m.GPUKV+m.GPUDepKV), m.KVLayersGPU, offload.FormatSize(m.GPUWorkspace), pl.Predict.FrameMs, offload.FormatSize(m.PCIeBytes)))
+	return lines
+}
+
+// Finish closes the runtime (copies in flight for a pass that will not run
+// are marked unused), checks the timeline (offload.Timeline.Check: the
+// device within its budget, no unit transferred twice in a pass, every
+// streamed compute after its own copy, …) and describes it in one line.
+func (p *Placed) Finish() (string, error) {
+	if err := p.Close(); err != nil {
+		return "", err
+	}
+	tl := p.rt.Timeline()
+	if err := tl.Check(); err != nil {
+		return "", fmt.Errorf("offload: timeline check failed: %w", err)
+	}
+	var transfers, unused int
+	var bytes int64
+	for _, e := range tl.Events {
+		if e.Kind == offload.Transfer {
+			transfers++
+			bytes += e.Bytes
+			if e.Unused {
+				unused++
+			}
+		}
+	}
+	return fmt.Sprintf("offload timeline check passed: %d passes, %d transfers (%s, %d prefetched for a pass that never ran), device peak %s of %s, no unit transferred twice in a pass",
+		p.passes, transfers, offload.FormatSize(bytes), unused, offload.FormatSize(tl.PeakBytes), offload.FormatSize(tl.Budget)), nil
+}
+
+// CompactNames joins unit names, runs of one kind as ranges:
+// "layer.0..3, head, dep.0..7".
+func CompactNames(names []string) string {
+	var out []string
+	for i := 0; i < len(names); {
+		pre, n, ok := splitIndex(names[i])
+		j := i + 1
+		for ok && j < len(names) {
+			p2, n2, ok2 := splitIndex(names[j])
+			if !ok2 || p2 != pre || n2 != n+(j-i) {
+				break
+			}
+			j++
+		}
+		switch {
+		case j-i > 2:
+			out = append(out, fmt.Sprintf("%s%d..%d", pre, n, n+j-i-1))
+		case j-i == 2:
+			out = append(out, names[i], names[i+1])
+		default:
+			out = append(out, names[i])
+		}
+		i = j
+	}
+	return strings.Join(out, ", ")
+}
+
+func splitIndex(name string) (string, int, bool) {
+	k := strings.LastIndexByte(name, '.')
+	if k < 0 {
+		return "", 0, false
+	}
+	var n int
+	if _, err := fmt.Sscanf(name[k+1:], "%d", &n); err != nil || fmt.Sprint(n) != name[k+1:] {
+		return "", 0, false
+	}
+	return name[:k+1], n, true
+}
