@@ -133,17 +133,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
-	progress(o, "loading mimi")
-	codec, err := mimi.Load(cfg.Mimi, o.MimiWeight)
+	codec, model, err := loadModels(o)
 	if err != nil {
 		return nil, err
 	}
 	defer codec.Close()
-	progress(o, "loading moshi")
-	model, err := lm.LoadFile(&cfg.LM, o.MoshiWeight)
-	if err != nil {
-		return nil, err
-	}
 	if sys.VoiceEmbeddings != nil {
 		if err := checkVoiceEmbeddings(o.VoicePrompt, sys, &cfg.LM); err != nil {
 			return nil, err
@@ -257,6 +251,22 @@ func weightsOf(p *lm.Placed) lm.Weights {
 		return nil
 	}
 	return p
+}
+
+// loadModels maps Mimi and the LM (both stay memory-mapped).
+func loadModels(o Options) (*mimi.Model, *lm.Model, error) {
+	progress(o, "loading mimi")
+	codec, err := mimi.Load(o.Config.Mimi, o.MimiWeight)
+	if err != nil {
+		return nil, nil, err
+	}
+	progress(o, "loading moshi")
+	model, err := lm.LoadFile(&o.Config.LM, o.MoshiWeight)
+	if err != nil {
+		codec.Close()
+		return nil, nil, err
+	}
+	return codec, model, nil
 }
 
 func progress(o Options, msg string) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/pp-offline/pp-offline/infer/lm"
-	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/voices"
 )
 
@@ -21,17 +20,11 @@ func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
 	if err != nil {
 		return nil, err
 	}
-	progress(o, "loading mimi")
-	codec, err := mimi.Load(cfg.Mimi, o.MimiWeight)
+	codec, model, err := loadModels(o)
 	if err != nil {
 		return nil, err
 	}
 	defer codec.Close()
-	progress(o, "loading moshi")
-	model, err := lm.LoadFile(&cfg.LM, o.MoshiWeight)
-	if err != nil {
-		return nil, err
-	}
 	progress(o, "encoding the voice prompt")
 	frames := encodeAll(codec.NewEncoder(), x, codec.FrameSize())
 	gen := lm.NewGen(model, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})

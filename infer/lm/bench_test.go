@@ -1,12 +1,8 @@
 package lm
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"runtime"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +30,7 @@ func TestWeightSpecs(t *testing.T) {
 		}
 	}
 	// And a random file built from them loads and runs.
-	m, err := Load(&cfg.LM, randomFile(specs, 1))
+	m, err := Load(&cfg.LM, weights.Random(specs, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,110 +38,6 @@ func TestWeightSpecs(t *testing.T) {
 	g.StepTextPrompt([]int{5, 6, 7})
 	for i := 0; i < 3; i++ {
 		g.Step(SineTokens[:])
-	}
-}
-
-// randomFile builds an in-memory safetensors file for specs quickly (the
-// bulk filled in parallel): BF16 values ±[2⁻⁷, 2⁻⁶) with random mantissas,
-// norm scales (Std 0) exactly 1.
-func randomFile(specs []weights.Spec, seed uint64) *weights.File {
-	type entry struct {
-		DType       weights.DType `json:"dtype"`
-		Shape       []int         `json:"shape"`
-		DataOffsets [2]int64      `json:"data_offsets"`
-	}
-	hdr := map[string]entry{}
-	var off int64
-	for _, s := range specs {
-		n := int64(s.DType.Size())
-		for _, d := range s.Shape {
-			n *= int64(d)
-		}
-		hdr[s.Name] = entry{s.DType, s.Shape, [2]int64{off, off + n}}
-		off += n
-	}
-	js, err := json.Marshal(hdr)
-	if err != nil {
-		panic(err)
-	}
-	for len(js)%8 != 0 {
-		js = append(js, ' ')
-	}
-	base := int64(8 + len(js))
-	data := make([]byte, base+off)
-	binary.LittleEndian.PutUint64(data, uint64(len(js)))
-	copy(data[8:], js)
-	// Fill the tensors in parallel chunks.
-	type job struct {
-		b    []byte
-		dt   weights.DType
-		one  bool
-		seed uint64
-	}
-	jobs := make(chan job, 64)
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				fill(j.b, j.dt, j.one, j.seed)
-			}
-		}()
-	}
-	names := make([]string, 0, len(specs))
-	for _, s := range specs {
-		names = append(names, s.Name)
-	}
-	sort.Strings(names)
-	std := map[string]bool{}
-	for _, s := range specs {
-		std[s.Name] = s.Std == 0
-	}
-	n := uint64(0)
-	for _, name := range names {
-		e := hdr[name]
-		b := data[base+e.DataOffsets[0] : base+e.DataOffsets[1]]
-		const chunk = 1 << 24
-		for len(b) > 0 {
-			c := min(len(b), chunk)
-			n++
-			jobs <- job{b[:c], e.DType, std[name], seed*0x9E3779B97F4A7C15 + n}
-			b = b[c:]
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	f, err := weights.FromBytes("random", data)
-	if err != nil {
-		panic(err)
-	}
-	return f
-}
-
-func fill(b []byte, dt weights.DType, one bool, seed uint64) {
-	x := seed | 1
-	switch dt {
-	case weights.BF16:
-		for i := 0; i+8 <= len(b); i += 8 {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			v := x&0x807F807F807F807F | 0x3C003C003C003C00
-			if one {
-				v = 0x3F803F803F803F80
-			}
-			binary.LittleEndian.PutUint64(b[i:], v)
-		}
-		for i := len(b) &^ 7; i < len(b); i += 2 {
-			v := uint16(0x3C00 | x&0x807F)
-			if one {
-				v = 0x3F80
-			}
-			binary.LittleEndian.PutUint16(b[i:], v)
-		}
-	default:
-		panic("randomFile: only BF16")
 	}
 }
 
@@ -163,7 +55,7 @@ func benchModel(b *testing.B, cfg *config.LM) (*Model, time.Duration) {
 		bench.m = nil
 		runtime.GC()
 		t0 := time.Now()
-		m, err := Load(cfg, randomFile(WeightSpecs(cfg, weights.BF16), 1))
+		m, err := Load(cfg, weights.Random(WeightSpecs(cfg, weights.BF16), 1))
 		if err != nil {
 			b.Fatal(err)
 		}

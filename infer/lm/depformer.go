@@ -85,15 +85,9 @@ func loadDepformer(f *weights.File, c *config.LM, m *Model) (*Depformer, error) 
 	if !c.DepformerWeightsPerStep {
 		return nil, fmt.Errorf("depformer: only depformer_weights_per_step = true is supported")
 	}
-	switch c.DepformerGating {
-	case "silu":
-		d.act = ops.SiLU
-	case "gelu":
-		d.act = func(v float32) float32 { return float32(0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))) }
-	case "relu":
-		d.act = func(v float32) float32 { return max(v, 0) }
-	default:
-		return nil, fmt.Errorf("depformer: gating %q is not supported (weights per step need gating)", c.DepformerGating)
+	var err error
+	if d.act, err = nn.Activation(c.DepformerGating); err != nil {
+		return nil, fmt.Errorf("depformer: %v (weights per step need gating)", err)
 	}
 	d.Hidden = nn.GatingHidden(D, c.DepDimFeedforward())
 	steps := c.DepQ
@@ -118,7 +112,6 @@ func loadDepformer(f *weights.File, c *config.LM, m *Model) (*Depformer, error) 
 	for len(d.In) < steps { // single shared depformer_in
 		d.In = append(d.In, d.In[0])
 	}
-	var err error
 	if d.TextEmb, err = getMat(f, "depformer_text_emb.weight", c.TextCard+1, D); err != nil {
 		return nil, err
 	}
@@ -139,10 +132,10 @@ func loadDepformer(f *weights.File, c *config.LM, m *Model) (*Depformer, error) 
 	for i := 0; i < c.DepformerNumLayers; i++ {
 		p := fmt.Sprintf("depformer.layers.%d.", i)
 		l := DepLayer{}
-		if l.Norm1, err = loadNorm(f, c.Norm, p+"norm1", D); err != nil {
+		if l.Norm1, err = nn.LoadNorm(f, c.Norm, p+"norm1", D); err != nil {
 			return nil, err
 		}
-		if l.Norm2, err = loadNorm(f, c.Norm, p+"norm2", D); err != nil {
+		if l.Norm2, err = nn.LoadNorm(f, c.Norm, p+"norm2", D); err != nil {
 			return nil, err
 		}
 		if c.DepformerLayerScale != nil {

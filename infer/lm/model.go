@@ -60,55 +60,8 @@ type Model struct {
 	host *hostWeights
 }
 
-// Norm is create_norm_fn(norm, dim): RMSNorm (alpha) or LayerNorm (weight, bias).
-type Norm struct {
-	RMS  bool
-	Eps  float32
-	W, B []float32
-}
-
-// Apply writes the normalised x into dst (float32).
-func (n *Norm) Apply(dst, x []float32) {
-	if n.RMS {
-		ops.RMSNorm(dst, x, n.W, n.Eps)
-	} else {
-		ops.LayerNorm(dst, x, n.W, n.B, n.Eps)
-	}
-}
-
-func loadNorm(f *weights.File, kind, prefix string, dim int) (Norm, error) {
-	var n Norm
-	switch kind {
-	case "rms_norm":
-		n.RMS, n.Eps = true, 1e-5
-	case "rms_norm_f32":
-		n.RMS, n.Eps = true, 1e-8
-	case "layer_norm":
-		n.Eps = 1e-5
-	case "layer_norm_f32":
-		n.Eps = 1e-8
-	default:
-		return n, fmt.Errorf("%s: norm %q is not supported", prefix, kind)
-	}
-	if n.RMS {
-		t, err := f.Get(prefix+".alpha", 1, 1, dim)
-		if err != nil {
-			return n, err
-		}
-		n.W = t.Float32s()
-		return n, nil
-	}
-	t, err := f.Get(prefix+".weight", dim)
-	if err != nil {
-		return n, err
-	}
-	n.W = t.Float32s()
-	if t, err = f.Get(prefix+".bias", dim); err != nil {
-		return n, err
-	}
-	n.B = t.Float32s()
-	return n, nil
-}
+// Norm is create_norm_fn(norm, dim), shared with infer/nn.
+type Norm = nn.Norm
 
 func getMat(f *weights.File, name string, shape ...int) (ops.Mat, error) {
 	t, err := f.Get(name, shape...)
@@ -168,7 +121,7 @@ func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.OutNorm, err = loadNorm(f, c.Norm, "out_norm", D); err != nil {
+	if m.OutNorm, err = nn.LoadNorm(f, c.Norm, "out_norm", D); err != nil {
 		return nil, err
 	}
 	// text_card + 1 rows when the tokenizer has no padding id of its own.

@@ -131,13 +131,13 @@ func (t *Transformer) BindLayer(dst *Layer, ts []weights.Tensor) error {
 	if err := mat(&dst.OutProj, mult*D, D); err != nil {
 		return err
 	}
-	for _, n := range []*norm{&dst.norm1, &dst.norm2} {
-		n.rms, n.eps = t.normRMS, t.eps
-		if err := vec(&n.w); err != nil {
+	for _, n := range []*Norm{&dst.norm1, &dst.norm2} {
+		n.RMS, n.Eps = t.normRMS, t.eps
+		if err := vec(&n.W); err != nil {
 			return err
 		}
 		if !t.normRMS {
-			if err := vec(&n.b); err != nil {
+			if err := vec(&n.B); err != nil {
 				return err
 			}
 		}

@@ -154,7 +154,7 @@ func (t *Transformer) forward(from LayerSource, s *TransformerState, xs [][]floa
 		ring := &s.Rings[li]
 		// Self-attention block.
 		for i, x := range xs {
-			l.norm1.apply(hR[i], x)
+			l.norm1.Apply(hR[i], x)
 		}
 		matmul(l.InProj, 3*D, qR, hR)
 		if t.rope != nil {
@@ -182,7 +182,7 @@ func (t *Transformer) forward(from LayerSource, s *TransformerState, xs [][]floa
 		}
 		// Feed-forward block.
 		for i, x := range xs {
-			l.norm2.apply(hR[i], x)
+			l.norm2.Apply(hR[i], x)
 		}
 		if l.gates == nil {
 			aR := sc.gR[:T] // hidden-wide rows

@@ -36,18 +36,76 @@ func GatingHidden(dim, dimFeedforward int) int {
 	return (2 * dimFeedforward) / 3
 }
 
-type norm struct {
-	rms  bool
-	eps  float32
-	w, b []float32
+// Norm is create_norm_fn(norm, dim): RMSNorm (alpha in W) or LayerNorm
+// (weight W, bias B).
+type Norm struct {
+	RMS  bool
+	Eps  float32
+	W, B []float32
 }
 
-func (n *norm) apply(dst, x []float32) {
-	if n.rms {
-		ops.RMSNorm(dst, x, n.w, n.eps)
+// Apply writes the normalised x into dst (float32).
+func (n *Norm) Apply(dst, x []float32) {
+	if n.RMS {
+		ops.RMSNorm(dst, x, n.W, n.Eps)
 	} else {
-		ops.LayerNorm(dst, x, n.w, n.b, n.eps)
+		ops.LayerNorm(dst, x, n.W, n.B, n.Eps)
 	}
+}
+
+// NormKind maps a norm name of the config to its kind and epsilon, as
+// create_norm_fn does.
+func NormKind(name string) (rms bool, eps float32, err error) {
+	switch name {
+	case "layer_norm":
+		return false, 1e-5, nil
+	case "layer_norm_f32":
+		return false, 1e-8, nil
+	case "rms_norm":
+		return true, 1e-5, nil
+	case "rms_norm_f32":
+		return true, 1e-8, nil
+	}
+	return false, 0, fmt.Errorf("norm %q is not supported", name)
+}
+
+// LoadNorm binds the norm called prefix (prefix.alpha [1,1,dim] for RMSNorm,
+// prefix.weight/.bias [dim] for LayerNorm).
+func LoadNorm(f *weights.File, kind, prefix string, dim int) (Norm, error) {
+	var n Norm
+	var err error
+	if n.RMS, n.Eps, err = NormKind(kind); err != nil {
+		return n, fmt.Errorf("%s: %v", prefix, err)
+	}
+	vec := func(name string, shape ...int) ([]float32, error) {
+		t, err := f.Get(name, shape...)
+		if err != nil {
+			return nil, err
+		}
+		return t.Float32s(), nil
+	}
+	if n.RMS {
+		n.W, err = vec(prefix+".alpha", 1, 1, dim)
+		return n, err
+	}
+	if n.W, err = vec(prefix+".weight", dim); err != nil {
+		return n, err
+	}
+	n.B, err = vec(prefix+".bias", dim)
+	return n, err
+}
+
+// Activation is _get_activation for the gatings the reference uses.
+func Activation(name string) (func(float32) float32, error) {
+	switch name {
+	case "silu":
+		return ops.SiLU, nil
+	case "gelu":
+		return func(v float32) float32 { return float32(0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))) }, nil
+	case "relu":
+		return func(v float32) float32 { return max(v, 0) }, nil
+	}
+	return nil, fmt.Errorf("gating %q is not supported", name)
 }
 
 type gating struct {
@@ -57,7 +115,7 @@ type gating struct {
 // Layer is one StreamingTransformerLayer's weights.
 type Layer struct {
 	InProj, OutProj ops.Mat
-	norm1, norm2    norm
+	norm1, norm2    Norm
 	scale1, scale2  []float32
 	linear1         ops.Mat
 	linear2         ops.Mat
@@ -95,19 +153,9 @@ func LoadTransformer(f *weights.File, prefix string, cfg TransformerConfig) (*Tr
 	default:
 		return nil, fmt.Errorf("%s: positional embedding %q is not supported", prefix, cfg.PosEmb)
 	}
-	var normRMS bool
-	var eps float32
-	switch cfg.Norm {
-	case "layer_norm":
-		eps = 1e-5
-	case "layer_norm_f32":
-		eps = 1e-8
-	case "rms_norm":
-		normRMS, eps = true, 1e-5
-	case "rms_norm_f32":
-		normRMS, eps = true, 1e-8
-	default:
-		return nil, fmt.Errorf("%s: norm %q is not supported", prefix, cfg.Norm)
+	normRMS, eps, err := NormKind(cfg.Norm)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", prefix, err)
 	}
 	if cfg.Gating == "none" {
 		if cfg.WeightsPerStep > 0 {
@@ -116,15 +164,8 @@ func LoadTransformer(f *weights.File, prefix string, cfg TransformerConfig) (*Tr
 		t.hidden = cfg.DimFeedforward
 	} else {
 		t.hidden = GatingHidden(D, cfg.DimFeedforward)
-		switch cfg.Gating {
-		case "silu":
-			t.act = ops.SiLU
-		case "gelu":
-			t.act = func(v float32) float32 { return float32(0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))) }
-		case "relu":
-			t.act = func(v float32) float32 { return max(v, 0) }
-		default:
-			return nil, fmt.Errorf("%s: gating %q is not supported", prefix, cfg.Gating)
+		if t.act, err = Activation(cfg.Gating); err != nil {
+			return nil, fmt.Errorf("%s: %v", prefix, err)
 		}
 	}
 	t.normRMS, t.eps = normRMS, eps
