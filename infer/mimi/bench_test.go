@@ -1,10 +1,13 @@
 package mimi
 
 import (
+	"fmt"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -37,7 +40,7 @@ func TestWeightSpecsMatchCheckpoint(t *testing.T) {
 	}
 }
 
-func realRandomModel(b *testing.B) *Model {
+func realRandomModel(b testing.TB) *Model {
 	b.Helper()
 	cfg := config.DefaultMimi()
 	specs, err := WeightSpecs(cfg)
@@ -85,4 +88,27 @@ func BenchmarkDecodeFrame(b *testing.B) {
 		d.DecodeFrame(codes)
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/80, "x_realtime")
+}
+
+// BenchmarkCodecFrame encodes one frame and decodes its codes, as the tool
+// does for every frame, with the real Mimi's shapes: the per-frame codec
+// cost, on one thread and on all.
+func BenchmarkCodecFrame(b *testing.B) {
+	m := realRandomModel(b)
+	pcm := testSignal(m.FrameSize())
+	for _, th := range []int{1, runtime.NumCPU()} {
+		b.Run(fmt.Sprintf("threads=%d", th), func(b *testing.B) {
+			saved := ops.Threads()
+			ops.SetThreads(th)
+			defer ops.SetThreads(saved)
+			e, d := m.NewEncoder(), m.NewDecoder()
+			d.DecodeFrame(e.EncodeFrame(pcm))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				d.DecodeFrame(e.EncodeFrame(pcm))
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/0.080, "x_realtime")
+		})
+	}
 }

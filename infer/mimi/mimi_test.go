@@ -1,11 +1,13 @@
 package mimi
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -361,5 +363,83 @@ func TestNoAllocationsPerFrame(t *testing.T) {
 	})
 	if afterReset != 0 || steady != 0 {
 		t.Errorf("allocations: %v per frame after a reset, %v per frame in steady state", afterReset, steady)
+	}
+}
+
+// Every kernel variant and thread count gives bit-identical codes, latents
+// and samples at the real Mimi's size (where the convolutions and matrix
+// products are split between threads), and the tiny model still matches
+// the reference codes under each variant.
+func TestKernelVariantsAndThreadsBitIdentical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-size model")
+	}
+	savedK, savedT := ops.KernelName(), ops.Threads()
+	defer func() {
+		ops.SetKernel(savedK)
+		ops.SetThreads(savedT)
+	}()
+	m := realRandomModel(t)
+	tiny := tinyModel(t)
+	tinyPCM := loadWAV(t, tinyDir+"input.wav")
+	wantTiny := runEncode(tiny, tiny.NewEncoder(), tinyPCM)
+	type result struct {
+		codes  []int
+		latent []float32
+		pcm    []float32
+	}
+	run := func(frames int) result {
+		var r result
+		e, d := m.NewEncoder(), m.NewDecoder()
+		sig := testSignal(frames * m.FrameSize())
+		for f := 0; f < frames; f++ {
+			c := e.EncodeFrame(sig[f*m.FrameSize() : (f+1)*m.FrameSize()])
+			r.codes = append(r.codes, c...)
+			r.latent = append(r.latent, e.Latent()...)
+			r.pcm = append(r.pcm, d.DecodeFrame(c)...)
+		}
+		return r
+	}
+	same := func(what string, got, want []float32) {
+		t.Helper()
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: value %d: %g, first configuration %g", what, i, got[i], want[i])
+			}
+		}
+	}
+	var first *result
+	names := ops.KernelNames()
+	for i := len(names) - 1; i >= 0; i-- { // best first: it runs the most frames
+		k := names[i]
+		ops.SetKernel(k)
+		frames := 3
+		if k == "portable" {
+			frames = 1 // slow at this size
+		}
+		for _, th := range []int{1, 2} {
+			ops.SetThreads(th)
+			r := run(frames)
+			if first == nil {
+				first = &r
+				continue
+			}
+			what := fmt.Sprintf("kernel %s, %d threads", k, th)
+			for i := range r.codes {
+				if r.codes[i] != first.codes[i] {
+					t.Fatalf("%s: code %d is %d, first configuration %d", what, i, r.codes[i], first.codes[i])
+				}
+			}
+			same(what+": latent", r.latent, first.latent[:len(r.latent)])
+			same(what+": pcm", r.pcm, first.pcm[:len(r.pcm)])
+		}
+		got := runEncode(tiny, tiny.NewEncoder(), tinyPCM)
+		for f := range got.codes {
+			for i := range got.codes[f] {
+				if got.codes[f][i] != wantTiny.codes[f][i] {
+					t.Fatalf("kernel %s: tiny model frame %d code %d differs", k, f, i)
+				}
+			}
+		}
 	}
 }

@@ -183,16 +183,30 @@ func loadConv(f *weights.File, d convDesc) (layer, error) {
 
 func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
 	var out []layer
+	elu := false // an ELU precedes the next module
 	for _, s := range plan {
+		if elu && s.kind != stepConv && s.kind != stepConvTr {
+			out = append(out, eluLayer{})
+			elu = false
+		}
 		switch s.kind {
 		case stepConv, stepConvTr:
 			l, err := loadConv(f, s.conv)
 			if err != nil {
 				return nil, err
 			}
+			// The ELU before a convolution is applied as its input is
+			// copied into the stage's buffer.
+			switch l := l.(type) {
+			case *convLayer:
+				l.elu = elu
+			case *convTrLayer:
+				l.elu = elu
+			}
+			elu = false
 			out = append(out, l)
 		case stepELU:
-			out = append(out, eluLayer{})
+			elu = true
 		case stepRes:
 			r := &resLayer{}
 			for _, d := range s.block {
@@ -200,7 +214,9 @@ func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
 				if err != nil {
 					return nil, err
 				}
-				r.block = append(r.block, l.(*convLayer))
+				c := l.(*convLayer)
+				c.elu = true // each branch conv follows an ELU
+				r.block = append(r.block, c)
 			}
 			if s.shortcut != nil {
 				l, err := loadConv(f, *s.shortcut)
@@ -211,6 +227,9 @@ func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
 			}
 			out = append(out, r)
 		}
+	}
+	if elu {
+		out = append(out, eluLayer{})
 	}
 	return out, nil
 }
@@ -227,11 +246,13 @@ func grow(b []float32, n int) []float32 {
 // convLayer is StreamingConv1d: a causal convolution whose streaming state
 // keeps the input rows not consumed yet (RawStreamingConv1d.previous) and
 // pads the first input after a reset with Span−Stride rows on the left
-// (zeros, or copies of the first row for pad_mode "replicate").
+// (zeros, or copies of the first row for pad_mode "replicate"). With elu
+// set, the ELU before it is applied to its input as it enters the buffer.
 type convLayer struct {
 	c         *ops.Conv1d
 	pad       int
 	replicate bool
+	elu       bool
 }
 
 type convStage struct {
@@ -252,6 +273,15 @@ func (s *convStage) reset() {
 	s.first = true
 }
 
+// input copies x (through the ELU when the layer has one) into dst.
+func input(dst, x []float32, elu bool) {
+	if elu {
+		ops.ELUTo(dst, x)
+	} else {
+		copy(dst, x)
+	}
+}
+
 func (s *convStage) forward(x []float32, T int) ([]float32, int) {
 	c := s.l.c
 	in := c.In
@@ -267,19 +297,18 @@ func (s *convStage) forward(x []float32, T int) ([]float32, int) {
 		s.buf = nb
 	}
 	buf := s.buf[:rows*in]
-	p := s.held * in
+	p := (s.held + pad) * in
+	input(buf[p:p+T*in], x[:T*in], s.l.elu)
 	if pad > 0 {
-		seg := buf[p : p+pad*in]
+		seg := buf[s.held*in : p]
 		if s.l.replicate {
 			for r := 0; r < pad; r++ {
-				copy(seg[r*in:(r+1)*in], x[:in])
+				copy(seg[r*in:(r+1)*in], buf[p:p+in])
 			}
 		} else {
 			clear(seg)
 		}
-		p += pad * in
 	}
-	copy(buf[p:], x[:T*in])
 	n := 0
 	if span := c.Span(); rows >= span {
 		n = (rows-span)/c.Stride + 1
@@ -292,52 +321,57 @@ func (s *convStage) forward(x []float32, T int) ([]float32, int) {
 	return s.out, n
 }
 
-// convTrLayer is StreamingConvTranspose1d: the full transposed convolution
-// of each input, whose last Kernel−Stride rows (still receiving
-// contributions from the next inputs) are kept as the partial state and
-// added to the next output.
-type convTrLayer struct{ c *ops.ConvTranspose1d }
+// convTrLayer is StreamingConvTranspose1d. Run as a convolution over
+// windows of consecutive inputs (ops.ConvTranspose1d), its streaming state
+// is the last Window()−1 input rows (zeros after a reset), which is the
+// reference's partial output (the last Kernel−Stride rows of each chunk's
+// transposed convolution, added to the next chunk's first rows) expressed
+// through the inputs that make it. With elu set, the ELU before it is
+// applied to its input as it enters the buffer.
+type convTrLayer struct {
+	c   *ops.ConvTranspose1d
+	elu bool
+}
 
 type convTrStage struct {
-	l       *convTrLayer
-	acc     []float32 // [OutRows(T)][Out]
-	partial []float32 // [Kernel−Stride][Out], without bias
-	sc      ops.ConvScratch
+	l   *convTrLayer
+	buf []float32 // Window()−1 history rows then the new rows, [rows][In]
+	out []float32 // [T·Stride][Out]
+	sc  ops.ConvScratch
 }
 
 func (l *convTrLayer) newStage() stage { return l.newConvTrStage() }
 
 func (l *convTrLayer) newConvTrStage() *convTrStage {
 	c := l.c
-	return &convTrStage{l: l, partial: make([]float32, (c.Kernel-c.Stride)*c.Out)}
+	return &convTrStage{l: l, buf: make([]float32, (c.Window()-1)*c.In)}
 }
 
-func (s *convTrStage) reset() { clear(s.partial) }
+func (s *convTrStage) reset() { clear(s.buf[:(s.l.c.Window()-1)*s.l.c.In]) }
 
 func (s *convTrStage) forward(x []float32, T int) ([]float32, int) {
-	if T == 0 {
-		return s.acc[:0], 0
-	}
 	c := s.l.c
-	out := c.Out
-	full := c.OutRows(T)
-	s.acc = grow(s.acc, full*out)
-	acc := s.acc
-	np := len(s.partial)
-	copy(acc, s.partial)
-	clear(acc[np:])
-	c.Accumulate(acc, x, T, &s.sc)
-	ready := full - (c.Kernel - c.Stride) // = T·Stride
-	copy(s.partial, acc[ready*out:])
-	if c.Bias != nil {
-		for r := 0; r < ready; r++ {
-			ops.Add(acc[r*out:(r+1)*out], c.Bias)
-		}
+	if T == 0 {
+		return s.out[:0], 0
 	}
-	return acc[:ready*out], ready
+	in, h := c.In, c.Window()-1
+	rows := h + T
+	if cap(s.buf) < rows*in {
+		nb := make([]float32, rows*in)
+		copy(nb, s.buf[:h*in])
+		s.buf = nb
+	}
+	buf := s.buf[:rows*in]
+	input(buf[h*in:], x[:T*in], s.l.elu)
+	ready := T * c.Stride
+	s.out = grow(s.out, ready*c.Out)
+	c.Forward(s.out, buf, T, &s.sc)
+	copy(buf, buf[T*in:])
+	return s.out, ready
 }
 
-// eluLayer is nn.ELU(alpha=1), applied in place on its input (the previous
+// eluLayer is nn.ELU(alpha=1) on its own (SEANet always has a convolution
+// after it, which applies it instead), in place on its input (the previous
 // stage's output, never needed again).
 type eluLayer struct{}
 
@@ -348,13 +382,15 @@ type eluStage struct{}
 func (eluStage) reset() {}
 
 func (eluStage) forward(x []float32, T int) ([]float32, int) {
-	ops.ELU(x)
+	ops.ELUTo(x, x)
 	return x, T
 }
 
 // resLayer is SEANetResnetBlock: x + convs(ELU(…)) with an identity (true
 // skip) or 1×1 convolution shortcut. Its causal stride-1 convolutions give
-// as many rows as they get, so StreamingAdd never has to buffer.
+// as many rows as they get, so StreamingAdd never has to buffer. The
+// branch's ELUs are applied by its convolutions (elu set), so x itself is
+// left as it is for the skip.
 type resLayer struct {
 	block    []*convLayer
 	shortcut *convLayer
@@ -364,7 +400,6 @@ type resStage struct {
 	l        *resLayer
 	block    []*convStage
 	shortcut *convStage
-	tmp      []float32
 }
 
 func (l *resLayer) newStage() stage {
@@ -388,12 +423,8 @@ func (s *resStage) reset() {
 }
 
 func (s *resStage) forward(x []float32, T int) ([]float32, int) {
-	in := s.l.block[0].c.In
-	s.tmp = grow(s.tmp, T*in)
-	copy(s.tmp, x[:T*in])
-	y, n := s.tmp, T
+	y, n := x, T
 	for _, b := range s.block {
-		ops.ELU(y[:n*b.l.c.In]) // on the copy of x, then on each conv's own output
 		y, n = b.forward(y, n)
 	}
 	skip := x
@@ -427,11 +458,13 @@ func prealloc(s stage, T int) int {
 		return n
 	case *convTrStage:
 		c := s.l.c
-		s.acc = make([]float32, c.OutRows(T)*c.Out)
+		buf := make([]float32, (c.Window()-1+T)*c.In)
+		copy(buf, s.buf)
+		s.buf = buf
+		s.out = make([]float32, T*c.Stride*c.Out)
 		c.Reserve(&s.sc, T)
 		return T * c.Stride
 	case *resStage:
-		s.tmp = make([]float32, T*s.l.block[0].c.In)
 		n := T
 		for _, b := range s.block {
 			n = prealloc(b, n)
