@@ -56,7 +56,8 @@ type scratch struct {
 	rows                       int
 	h, q, att, o, ffa          []float32   // [rows * width]
 	hR, qR, attR, oR, ffaR, gR [][]float32 // row views of the above (gR: gated hidden half)
-	scores                     []float32
+	job                        attnJob
+	headFn                     func(int) // job.head, bound once so that calls allocate nothing
 }
 
 // NewState allocates a fresh state (all rings empty).
@@ -67,7 +68,8 @@ func (t *Transformer) NewState() *TransformerState {
 	for i := range s.Rings {
 		s.Rings[i] = KVRing{Capacity: c, K: make([]float32, c*D), V: make([]float32, c*D)}
 	}
-	s.sc.scores = make([]float32, c)
+	s.sc.job = attnJob{t: t, valid: make([]int32, 0, c), scores: make([]float32, t.Cfg.NumHeads*c)}
+	s.sc.headFn = s.sc.job.head
 	return s
 }
 
@@ -230,50 +232,67 @@ func (t *Transformer) stepMat(m ops.Mat, step, rows int) ops.Mat {
 	return m.RowSlice(step*rows, (step+1)*rows)
 }
 
+// attnJob is one query's attention, split by head (each head's output is
+// computed by one thread in a fixed order, so results do not depend on the
+// thread count).
+type attnJob struct {
+	t      *Transformer
+	r      *KVRing
+	q, out []float32
+	valid  []int32   // ring slots the query attends to, in slot order
+	scores []float32 // [heads][capacity]
+}
+
+// parallelAttention is the work (valid keys × d_model) above which heads are
+// spread over the worker pool.
+const parallelAttention = 1 << 16
+
 // attend computes softmax(q·kᵀ/√d + mask)·v per head for a query at posQ.
 func (t *Transformer) attend(r *KVRing, sc *scratch, q, out []float32, posQ int) {
-	D := t.Cfg.DModel
-	dh := t.dHead
-	scale := float32(1 / math.Sqrt(float64(dh)))
-	scores := sc.scores[:r.Capacity]
+	j := &sc.job
+	j.r, j.q, j.out = r, q, out
+	j.valid = j.valid[:0]
+	for slot := 0; slot < r.Capacity; slot++ {
+		pk := r.position(slot)
+		delta := posQ - pk
+		if pk < 0 || delta < 0 || (t.Cfg.Context > 0 && delta >= t.Cfg.Context) {
+			continue
+		}
+		j.valid = append(j.valid, int32(slot))
+	}
+	if t.Cfg.NumHeads > 1 && len(j.valid)*t.Cfg.DModel >= parallelAttention {
+		ops.Parallel(t.Cfg.NumHeads, sc.headFn)
+		return
+	}
 	for hd := 0; hd < t.Cfg.NumHeads; hd++ {
-		qh := q[hd*dh : (hd+1)*dh]
-		maxv := float32(math.Inf(-1))
-		for j := 0; j < r.Capacity; j++ {
-			pk := r.position(j)
-			delta := posQ - pk
-			if pk < 0 || delta < 0 || (t.Cfg.Context > 0 && delta >= t.Cfg.Context) {
-				scores[j] = float32(math.Inf(-1))
-				continue
-			}
-			v := ops.Dot(qh, r.K[j*D+hd*dh:j*D+(hd+1)*dh]) * scale
-			scores[j] = v
-			if v > maxv {
-				maxv = v
-			}
-		}
-		var sum float32
-		for j, v := range scores {
-			if math.IsInf(float64(v), -1) {
-				scores[j] = 0
-				continue
-			}
-			e := float32(math.Exp(float64(v - maxv)))
-			scores[j] = e
-			sum += e
-		}
-		oh := out[hd*dh : (hd+1)*dh]
-		clear(oh)
-		inv := 1 / sum
-		for j, w := range scores {
-			if w == 0 {
-				continue
-			}
-			w *= inv
-			vv := r.V[j*D+hd*dh : j*D+(hd+1)*dh]
-			for d := range oh {
-				oh[d] += w * vv[d]
-			}
-		}
+		j.head(hd)
+	}
+}
+
+func (j *attnJob) head(hd int) {
+	t, r := j.t, j.r
+	D, dh := t.Cfg.DModel, t.dHead
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	qh := j.q[hd*dh : (hd+1)*dh]
+	scores := j.scores[hd*r.Capacity : hd*r.Capacity+len(j.valid)]
+	maxv := float32(math.Inf(-1))
+	for i, slot := range j.valid {
+		o := int(slot)*D + hd*dh
+		v := ops.Dot(qh, r.K[o:o+dh]) * scale
+		scores[i] = v
+		maxv = max(maxv, v)
+	}
+	var sum float32
+	for i, v := range scores {
+		e := float32(math.Exp(float64(v - maxv)))
+		scores[i] = e
+		sum += e
+	}
+	oh := j.out[hd*dh : (hd+1)*dh]
+	clear(oh)
+	inv := 1 / sum
+	for i, slot := range j.valid {
+		o := int(slot)*D + hd*dh
+		ops.Axpy(oh, scores[i]*inv, r.V[o:o+dh])
 	}
 }

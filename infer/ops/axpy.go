@@ -1,0 +1,24 @@
+package ops
+
+// Axpy computes dst[i] += a·x[i] for i < len(dst), with the product rounded
+// to float32 before the add (two roundings, no FMA), so the assembly and the
+// portable code give the same bits on every CPU. Attention's value
+// accumulation runs on it.
+func Axpy(dst []float32, a float32, x []float32) {
+	x = x[:len(dst)]
+	n := 0
+	if k := kernels.Load(); k.id != kPortable {
+		n = archAxpy(k.id, dst, a, x)
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] += float32(a * x[i]) // the conversion forbids fusing into an FMA
+	}
+}
+
+// axpyRef is the obviously-correct loop Axpy is tested against.
+func axpyRef(dst []float32, a float32, x []float32) {
+	for i := range dst {
+		p := float32(a * x[i])
+		dst[i] = dst[i] + p
+	}
+}
