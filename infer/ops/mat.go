@@ -13,6 +13,11 @@
 // or MatMul. Large products run on one persistent worker pool (pool.go),
 // split by output rows. The plain loops they replace are kept in
 // matvec_ref.go as the tests' reference.
+//
+// All of the above is the default compute dtype, "f32". An opt-in "bf16"
+// compute dtype (SetComputeDType, bf16compute.go) makes BF16-weight
+// products round their activations to bf16 (VDPBF16PS); it has its own,
+// different bits and is outside the parity tests.
 package ops
 
 import (
@@ -130,6 +135,12 @@ func (m Mat) MatVec(dst, x []float32) {
 		return
 	}
 	x, dst = x[:m.Cols], dst[:m.Rows]
+	// --- opt-in bf16 compute mode (bf16compute.go); f32 mode unchanged ---
+	if m.DType == weights.BF16 && computeBF16.Load() {
+		m.matVecBF16(dst, x)
+		return
+	}
+	// --- end bf16 compute mode ---
 	k := kernels.Load()
 	if m.Bytes() >= parallelMinBytes && parallelMatVec(k, m, dst, x) {
 		return
@@ -159,6 +170,12 @@ func (m Mat) MatMul(dst, xs [][]float32) {
 		return
 	}
 	dst = dst[:len(xs)]
+	// --- opt-in bf16 compute mode (bf16compute.go); f32 mode unchanged ---
+	if m.DType == weights.BF16 && computeBF16.Load() {
+		m.matMulBF16(dst, xs)
+		return
+	}
+	// --- end bf16 compute mode ---
 	k := kernels.Load()
 	if m.Bytes()*int64(len(xs)) >= parallelMinBytes && parallelMatMul(k, m, dst, xs) {
 		return

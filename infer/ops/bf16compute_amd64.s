@@ -1,0 +1,265 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Kernels of the opt-in bf16 compute mode (bf16compute.go): VDPBF16PS
+// (AVX512_BF16) dot products of bf16 weights with bf16-rounded activations,
+// and VCVTNEPS2BF16 for the rounding. Every kernel follows the contract in
+// bf16compute.go: lane L (0-31) of a row takes, in each block of 64
+// columns, the pair of elements 2L and 2L+1 (lanes 0-15 in one zmm, 16-31
+// in another), and the lanes are summed in the fixed tree of reduce32.
+// Only the first nl columns (nl a positive multiple of 64) are seen here;
+// Go adds the tail.
+//
+// The Go 1.26 assembler has no mnemonics for VDPBF16PS or VCVTNEPS2BF16,
+// so their register-to-register forms are emitted byte by byte (checked
+// with binutils objdump -d, which decodes every DPBF16/CVTNE below as the
+// intended instruction and registers, and by TestDPBF16MatchesHardware and
+// TestCvtBF16MatchesHardware, which run them). Macro arguments are
+// register numbers (0-31 for Z0-Z31 / Y0-Y31). EVEX layout (Intel SDM vol.
+// 2, 2.7): 62 P0 P1 P2 opcode ModRM, with
+//
+//	P0 = R̄ X̄ B̄ R̄' 0 0 m1 m0  R, R' = bits 3, 4 of the ModRM.reg register;
+//	                          X, B = bits 4, 3 of the ModRM.rm register;
+//	                          mm = 10 (0F38 map)
+//	P1 = W v̄3 v̄2 v̄1 v̄0 1 p1 p0  W = 0; vvvv = low 4 bits of the second source,
+//	                          inverted; pp = 10 (F3 prefix)
+//	P2 = z L' L b V̄' a2 a1 a0  z = 0, L'L = 10 (512 bits), b = 0 (no
+//	                          broadcast), V' = bit 4 of the second source,
+//	                          inverted; aaa = 000 (no mask)
+//	ModRM = 11 reg rm         low 3 bits of each register
+//
+// VDPBF16PS zmm1, zmm2, zmm3 = EVEX.512.F3.0F38.W0 52 /r: zmm1 (reg,
+// accumulator) += pairs of zmm2 (vvvv) × zmm3 (rm). Written here in Go
+// operand order: DPBF16(src3, src2, dst), e.g. DPBF16(6, 4, 0) is
+// 62 F2 5E 48 52 C6 = vdpbf16ps %zmm6,%zmm4,%zmm0.
+#define DPBF16(s3, s2, d) \
+	BYTE $0x62; \
+	BYTE $(0x02 | ((~(d)&8)<<4) | ((~(s3)&16)<<2) | ((~(s3)&8)<<2) | (~(d)&16)); \
+	BYTE $(0x06 | ((~(s2)&15)<<3)); \
+	BYTE $(0x40 | ((~(s2)&16)>>1)); \
+	BYTE $0x52; \
+	BYTE $(0xC0 | (((d)&7)<<3) | ((s3)&7))
+
+// VCVTNEPS2BF16 ymm1, zmm2 = EVEX.512.F3.0F38.W0 72 /r (vvvv unused =
+// 1111, V' = 1): ymm1 (reg) = zmm2 (rm) rounded to bf16. CVTNE(src, dst),
+// e.g. CVTNE(0, 1) is 62 F2 7E 48 72 C8 = vcvtneps2bf16 %zmm0,%ymm1.
+#define CVTNE(s, d) \
+	BYTE $0x62; \
+	BYTE $(0x02 | ((~(d)&8)<<4) | ((~(s)&16)<<2) | ((~(s)&8)<<2) | (~(d)&16)); \
+	BYTE $0x7E; \
+	BYTE $0x48; \
+	BYTE $0x72; \
+	BYTE $(0xC0 | (((d)&7)<<3) | ((s)&7))
+
+// ---- horizontal sums in the fixed tree order (as in matvec_amd64.s) ----
+
+// HSUM512 sums the 16 lanes of Z into the low lane of X (X is Z's low
+// part) and stores it to DST. Scratch: Z31.
+#define HSUM512(Z, X, DST) \
+	VEXTRACTF64X4 $1, Z, Y31; \
+	VADDPS Z31, Z, Z; \
+	VEXTRACTF32X4 $1, Z, X31; \
+	VADDPS Z31, Z, Z; \
+	VPERMILPS $0x0E, Z, Z31; \
+	VADDPS Z31, Z, Z; \
+	VMOVSHDUP Z, Z31; \
+	VADDSS X31, X, X; \
+	VMOVSS X, DST
+
+// HSUM32_512 reduces 32 lanes held as ZA (0-15) and ZB (16-31).
+#define HSUM32_512(ZA, ZB, XA, DST) \
+	VADDPS ZB, ZA, ZA; \
+	HSUM512(ZA, XA, DST)
+
+// The mv kernel streams one row at a time and prefetches PFDIST bytes
+// ahead (two cache lines per 64 columns).
+#define PFDIST 4096
+
+// ---- matrix-matrix register tile: 3 weight rows × 4 inputs ----
+
+// The accumulator halves of output (r, t) are Z(8r+2t) (lanes 0-15) and
+// Z(8r+2t+1) (16-31); out[4r+t]. Weights in Z24-Z26, inputs through Z27.
+// OFF is the byte offset of the half (0 or 64) in both weights and inputs.
+#define MMDP_HALF(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
+	VMOVUPS OFF(SI)(AX*2), Z24; \
+	VMOVUPS OFF(R9)(AX*2), Z25; \
+	VMOVUPS OFF(R10)(AX*2), Z26; \
+	VMOVUPS OFF(BX)(AX*2), Z27; \
+	DPBF16(27, 24, A0); \
+	DPBF16(27, 25, B0); \
+	DPBF16(27, 26, C0); \
+	VMOVUPS OFF(CX)(AX*2), Z27; \
+	DPBF16(27, 24, A1); \
+	DPBF16(27, 25, B1); \
+	DPBF16(27, 26, C1); \
+	VMOVUPS OFF(DX)(AX*2), Z27; \
+	DPBF16(27, 24, A2); \
+	DPBF16(27, 25, B2); \
+	DPBF16(27, 26, C2); \
+	VMOVUPS OFF(DI)(AX*2), Z27; \
+	DPBF16(27, 24, A3); \
+	DPBF16(27, 25, B3); \
+	DPBF16(27, 26, C3)
+
+#define MMDP_STEP \
+	MMDP_HALF(0, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22); \
+	MMDP_HALF(64, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23)
+
+// The next row tile (3 rows of 2-byte weights, contiguous from R13) is
+// prefetched to L2 at 3 × 128 bytes per 64 columns.
+#define PFT3 PREFETCHT1 (R13); PREFETCHT1 64(R13); PREFETCHT1 128(R13); PREFETCHT1 192(R13); PREFETCHT1 256(R13); PREFETCHT1 320(R13); ADDQ $384, R13
+
+// func mvDPBF16(w *uint16, stride, rows int, x *uint16, nl int, dst *float32)
+TEXT ·mvDPBF16(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), R8
+	SHLQ $1, R8
+	MOVQ rows+16(FP), CX
+	MOVQ x+24(FP), DX
+	MOVQ nl+32(FP), BX
+	MOVQ dst+40(FP), DI
+
+row:
+	LEAQ PFDIST(SI), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	XORQ AX, AX
+
+loop:
+	PREFETCHT0 (R12)(AX*2)
+	PREFETCHT0 64(R12)(AX*2)
+	VMOVUPS (SI)(AX*2), Z4
+	VMOVUPS 64(SI)(AX*2), Z5
+	VMOVUPS (DX)(AX*2), Z6
+	VMOVUPS 64(DX)(AX*2), Z7
+	DPBF16(6, 4, 0)
+	DPBF16(7, 5, 1)
+	ADDQ $64, AX
+	CMPQ AX, BX
+	JLT loop
+	HSUM32_512(Z0, Z1, X0, 0(DI))
+	ADDQ R8, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf int)
+// With pf ≠ 0 the loop also prefetches the next 3 rows (the next row tile).
+TEXT ·mmDPBF16(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), R8
+	SHLQ $1, R8
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	MOVQ xs+16(FP), AX
+	MOVQ 0(AX), BX
+	MOVQ 8(AX), CX
+	MOVQ 16(AX), DX
+	MOVQ 24(AX), DI
+	MOVQ nl+24(FP), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	XORQ AX, AX
+	LEAQ (R10)(R8*1), R13
+	CMPQ pf+40(FP), $0
+	JNE loopPF
+
+loop:
+	MMDP_STEP
+	ADDQ $64, AX
+	CMPQ AX, R12
+	JLT loop
+	JMP reduce
+
+loopPF:
+	PFT3
+	MMDP_STEP
+	ADDQ $64, AX
+	CMPQ AX, R12
+	JLT loopPF
+
+reduce:
+	MOVQ out+32(FP), SI
+	HSUM32_512(Z0, Z1, X0, 0(SI))
+	HSUM32_512(Z2, Z3, X2, 4(SI))
+	HSUM32_512(Z4, Z5, X4, 8(SI))
+	HSUM32_512(Z6, Z7, X6, 12(SI))
+	HSUM32_512(Z8, Z9, X8, 16(SI))
+	HSUM32_512(Z10, Z11, X10, 20(SI))
+	HSUM32_512(Z12, Z13, X12, 24(SI))
+	HSUM32_512(Z14, Z15, X14, 28(SI))
+	HSUM32_512(Z16, Z17, X16, 32(SI))
+	HSUM32_512(Z18, Z19, X18, 36(SI))
+	HSUM32_512(Z20, Z21, X20, 40(SI))
+	HSUM32_512(Z22, Z23, X22, 44(SI))
+	VZEROUPPER
+	RET
+
+// func cvtBF16AVX512(dst *uint16, src *float32, n int)
+// n is a positive multiple of 16.
+TEXT ·cvtBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), BX
+	XORQ AX, AX
+
+cvtloop:
+	VMOVUPS (SI)(AX*4), Z0
+	CVTNE(0, 1)
+	VMOVDQU Y1, (DI)(AX*2)
+	ADDQ $16, AX
+	CMPQ AX, BX
+	JLT cvtloop
+	VZEROUPPER
+	RET
+
+// func dpbf16Lanes(acc *[16]float32, a, b *[32]uint16)
+// One VDPBF16PS on 16 lanes (tests: the instruction's exact semantics).
+// Registers 9, 17 and 25 exercise every EVEX register-extension bit.
+TEXT ·dpbf16Lanes(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	VMOVUPS (DI), Z9
+	VMOVUPS (SI), Z17
+	VMOVUPS (DX), Z25
+	DPBF16(25, 17, 9)
+	VMOVUPS Z9, (DI)
+	VZEROUPPER
+	RET
+
+// func cvtBF16Hi(dst *[16]uint16, src *[16]float32)
+// VCVTNEPS2BF16 from and to high registers (tests: encoding).
+TEXT ·cvtBF16Hi(SB), NOSPLIT, $0-16
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	VMOVUPS (SI), Z20
+	CVTNE(20, 29)
+	VMOVDQU16 Y29, (DI)
+	VZEROUPPER
+	RET

@@ -1,0 +1,16 @@
+//go:build !amd64 || purego
+
+package ops
+
+// No bf16 assembly kernels on this platform: the portable ones run.
+const hasDPBF16 = false
+
+func archBF16RoundVec(dst []uint16, src []float32) int { return 0 }
+
+func archBF16MV(m Mat, r0, r1, nl int, xb []uint16, dst []float32) {
+	panic("ops: no bf16 assembly kernels")
+}
+
+func archBF16MM(m Mat, r, nl int, xb []uint16, t int, out *[16]float32, pf bool) {
+	panic("ops: no bf16 assembly kernels")
+}
