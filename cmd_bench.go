@@ -8,6 +8,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
 func init() {
@@ -22,6 +23,7 @@ func init() {
 			&cli.IntFlag{Name: "frames", Value: 20, Usage: "frames measured"},
 			&cli.IntFlag{Name: "warmup", Value: 3, Usage: "frames run before measuring"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 or bf16 (see the main job's flag)"},
 			&cli.IntFlag{Name: "memory-mib", Value: 1024, Usage: "buffer size for the memory-bandwidth measurement"},
 			&cli.BoolFlag{Name: "json", Usage: "end with one line of JSON (the figures, for scripts)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-frame log"},
@@ -40,6 +42,9 @@ func runBench(c *cli.Context) error {
 	}
 	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 || c.Int("memory-mib") <= 0 {
 		return fmt.Errorf("--frames and --memory-mib must be positive, --warmup and --threads not negative")
+	}
+	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
+		return fmt.Errorf("--compute-dtype: %v", err)
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
 	r, err := infer.Bench(infer.BenchOptions{

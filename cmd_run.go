@@ -23,6 +23,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/offload"
 	"github.com/pp-offline/pp-offline/voices"
 )
@@ -60,6 +61,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu or cuda (auto: a usable GPU, else the CPU)"},
 		&cli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
 		&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+		&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (exact, the parity path) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
 	}
 }
@@ -260,6 +262,12 @@ func jobOptions(c *cli.Context, log *logger) (infer.Options, error) {
 	o.Threads = c.Int("threads")
 	if o.Threads < 0 {
 		return o, fmt.Errorf("--threads must be positive, not %d", o.Threads)
+	}
+	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
+		return o, fmt.Errorf("--compute-dtype: %v", err)
+	}
+	if ops.ComputeDType() == "bf16" {
+		log.Infof("compute dtype bf16 (kernel %s): outputs differ from the f32 parity path", ops.BF16KernelName())
 	}
 	return o, nil
 }

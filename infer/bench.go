@@ -48,6 +48,7 @@ type BenchResult struct {
 	GoArch                string  `json:"goarch"`
 	NumCPU                int     `json:"num_cpu"`
 	KernelPath            string  `json:"kernel"`
+	ComputeDType          string  `json:"compute_dtype"`
 }
 
 // Bench runs the full frame loop (Mimi encode → LMGen step → Mimi decode)
@@ -70,7 +71,7 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	cfg := *o.Config
 	lmCfg := cfg.LM
 	lmCfg.Context = min(lmCfg.Context, o.Warmup+o.Frames+4)
-	res := &BenchResult{Frames: o.Frames, Threads: ops.Threads(), GoArch: runtime.GOARCH, NumCPU: runtime.NumCPU(), KernelPath: ops.KernelName()}
+	res := &BenchResult{Frames: o.Frames, Threads: ops.Threads(), GoArch: runtime.GOARCH, NumCPU: runtime.NumCPU(), KernelPath: ops.KernelName(), ComputeDType: ops.ComputeDType()}
 
 	t0 := time.Now()
 	var lf, mf *weights.File
