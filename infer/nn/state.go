@@ -7,21 +7,36 @@ import (
 )
 
 // KVRing is RingKVCache: keys and values of the last Capacity positions of
-// one layer, [capacity][D] each (heads concatenated), written at
-// position % capacity.
+// one layer, written at slot position % capacity. Layout [heads][capacity][dh]
+// (as the reference's [B, H, capacity, D]), so that one head's keys are
+// contiguous for attention.
 type KVRing struct {
-	Capacity int
-	K, V     []float32
-	End      int // end_offset: positions written so far
+	Capacity  int
+	Heads, Dh int
+	K, V      []float32
+	End       int // end_offset: positions written so far
 }
+
+// NewKVRing allocates an empty ring.
+func NewKVRing(capacity, heads, dh int) KVRing {
+	n := capacity * heads * dh
+	return KVRing{Capacity: capacity, Heads: heads, Dh: dh, K: make([]float32, n), V: make([]float32, n)}
+}
+
+// at is the offset of (head, slot) in K and V.
+func (r *KVRing) at(head, slot int) int { return (head*r.Capacity + slot) * r.Dh }
 
 // Reset forgets every position (end_offset = 0), as RingKVCache.reset.
 func (r *KVRing) Reset() { r.End = 0 }
 
-func (r *KVRing) write(k, v []float32, d int) {
+// write appends the keys and values (heads concatenated) of one position.
+func (r *KVRing) write(k, v []float32) {
 	slot := r.End % r.Capacity
-	copy(r.K[slot*d:(slot+1)*d], k)
-	copy(r.V[slot*d:(slot+1)*d], v)
+	for h := 0; h < r.Heads; h++ {
+		o := r.at(h, slot)
+		copy(r.K[o:o+r.Dh], k[h*r.Dh:(h+1)*r.Dh])
+		copy(r.V[o:o+r.Dh], v[h*r.Dh:(h+1)*r.Dh])
+	}
 	r.End++
 }
 
@@ -66,7 +81,7 @@ func (t *Transformer) NewState() *TransformerState {
 	c := t.Capacity()
 	s := &TransformerState{Rings: make([]KVRing, len(t.Layers))}
 	for i := range s.Rings {
-		s.Rings[i] = KVRing{Capacity: c, K: make([]float32, c*D), V: make([]float32, c*D)}
+		s.Rings[i] = NewKVRing(c, t.Cfg.NumHeads, D/t.Cfg.NumHeads)
 	}
 	s.sc.job = attnJob{t: t, valid: make([]int32, 0, c), scores: make([]float32, t.Cfg.NumHeads*c)}
 	s.sc.headFn = s.sc.job.head
@@ -169,12 +184,12 @@ func (t *Transformer) forward(from LayerSource, s *TransformerState, xs [][]floa
 		}
 		if !stepwise {
 			for _, qkv := range qR {
-				ring.write(qkv[D:2*D], qkv[2*D:], D)
+				ring.write(qkv[D:2*D], qkv[2*D:])
 			}
 		}
 		for i, qkv := range qR {
 			if stepwise {
-				ring.write(qkv[D:2*D], qkv[2*D:], D)
+				ring.write(qkv[D:2*D], qkv[2*D:])
 			}
 			t.attend(ring, sc, qkv[:D], attR[i], s.Offset+i)
 		}
@@ -271,13 +286,13 @@ func (t *Transformer) attend(r *KVRing, sc *scratch, q, out []float32, posQ int)
 
 func (j *attnJob) head(hd int) {
 	t, r := j.t, j.r
-	D, dh := t.Cfg.DModel, t.dHead
+	dh := t.dHead
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qh := j.q[hd*dh : (hd+1)*dh]
 	scores := j.scores[hd*r.Capacity : hd*r.Capacity+len(j.valid)]
 	maxv := float32(math.Inf(-1))
 	for i, slot := range j.valid {
-		o := int(slot)*D + hd*dh
+		o := r.at(hd, int(slot))
 		v := ops.Dot(qh, r.K[o:o+dh]) * scale
 		scores[i] = v
 		maxv = max(maxv, v)
@@ -292,7 +307,7 @@ func (j *attnJob) head(hd int) {
 	clear(oh)
 	inv := 1 / sum
 	for i, slot := range j.valid {
-		o := int(slot)*D + hd*dh
+		o := r.at(hd, int(slot))
 		ops.Axpy(oh, scores[i]*inv, r.V[o:o+dh])
 	}
 }
