@@ -290,7 +290,11 @@ func main() {
 	}
 	genELU512()
 	genELU256()
-	if err := os.WriteFile("conv_amd64.s", b.Bytes(), 0o644); err != nil {
+	out := "conv_amd64.s"
+	if len(os.Args) > 1 {
+		out = os.Args[1] // tests write elsewhere and compare
+	}
+	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

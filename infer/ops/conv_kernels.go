@@ -1,5 +1,7 @@
 package ops
 
+//go:generate go run conv_gen.go
+
 import (
 	"math"
 	"unsafe"
