@@ -307,3 +307,29 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d: %q", code, out)
 	}
 }
+
+// A 48 kHz float WAV is resampled to 24 kHz; the output has the resampled
+// input's length, as offline.py's (its length after load_audio).
+func TestOtherSampleRateInput(t *testing.T) {
+	x, err := audio.LoadMono(tiny+"input.wav", 24000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := audio.Resample(x, 24000, 48000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(t.TempDir(), "in48k.wav")
+	var b bytes.Buffer
+	audio.EncodeFloat32(&b, up, 48000)
+	os.WriteFile(in, b.Bytes(), 0o644)
+	want, _ := audio.LoadMono(in, 24000)
+	dir := t.TempDir()
+	if _, stderr, code := run(t, setFlag(tinyArgs(dir, "--greedy", "-q"), "--input-wav", in)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	out := readPCM(t, filepath.Join(dir, "out.wav"))
+	if len(out) != len(want) {
+		t.Fatalf("output %d samples, resampled input %d", len(out), len(want))
+	}
+}
