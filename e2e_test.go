@@ -333,3 +333,33 @@ func TestOtherSampleRateInput(t *testing.T) {
 		t.Fatalf("output %d samples, resampled input %d", len(out), len(want))
 	}
 }
+
+// Without --config, a flat-schema config.json beside the weights is used; any
+// other config.json there (a Hugging Face one, say) falls back to the
+// built-in 7B, which the log says.
+func TestConfigBesideWeights(t *testing.T) {
+	wd, _ := os.Getwd()
+	modelDir := t.TempDir()
+	os.Symlink(filepath.Join(wd, tiny, "model.safetensors"), filepath.Join(modelDir, "model.safetensors"))
+	cfg, _ := os.ReadFile(tiny + "config.json")
+	os.WriteFile(filepath.Join(modelDir, "config.json"), cfg, 0o644)
+	base := tinyArgs(t.TempDir(), "--greedy")
+	args := []string{}
+	for i := 0; i < len(base); i++ { // drop --config
+		if base[i] == "--config" {
+			i++
+			continue
+		}
+		args = append(args, base[i])
+	}
+	args = setFlag(args, "--moshi-weight", filepath.Join(modelDir, "model.safetensors"))
+	_, stderr, code := run(t, args...)
+	if code != 0 || !strings.Contains(stderr, "(beside the weights)") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	os.WriteFile(filepath.Join(modelDir, "config.json"), []byte(`{"model_type": "personaplex", "architectures": ["X"]}`), 0o644)
+	_, stderr, code = run(t, args...)
+	if code == 0 || !strings.Contains(stderr, "built-in PersonaPlex 7B") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+}
