@@ -138,9 +138,12 @@ func TestSimDeviceFlags(t *testing.T) {
 			t.Fatalf("--device %s --cpu-offload: exit %d:\n%s", dev, code, stderr)
 		}
 	}
-	// The simulated device is not advertised.
+	// The simulated device is not advertised (the --cpu-offload budgets are).
 	out, _, _ := run(t, "--help")
-	for _, hidden := range []string{"--gpu-memory", "--host-memory", "--workspace", "--sim-figures"} {
+	if !strings.Contains(out, "--gpu-memory") || !strings.Contains(out, "--host-memory") {
+		t.Errorf("--help lacks the --cpu-offload budgets")
+	}
+	for _, hidden := range []string{"--workspace", "--sim-figures"} {
 		if strings.Contains(out, hidden) {
 			t.Errorf("--help mentions %s", hidden)
 		}
