@@ -49,6 +49,17 @@ func (g *Gen) StepVoicePromptEmbeddings(embeddings [][]float32, cache [][]int64)
 			return fmt.Errorf("voice prompt cache stream %d has %d columns, LMGen's cache has %d (max_delay + 3)", k, len(row), g.CT)
 		}
 	}
+	for k, row := range cache {
+		hi := int64(g.m.Cfg.Card) // audio: card is the initial token
+		if k == 0 {
+			hi = int64(g.m.Cfg.TextCard)
+		}
+		for c, v := range row {
+			if v < -1 || v > hi {
+				return fmt.Errorf("voice prompt cache stream %d column %d holds token %d, outside [-1, %d]", k, c, v, hi)
+			}
+		}
+	}
 	for i, e := range embeddings {
 		if len(e) != g.m.Cfg.Dim {
 			return fmt.Errorf("voice prompt embedding %d has %d values, the model dim is %d", i, len(e), g.m.Cfg.Dim)
