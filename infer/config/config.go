@@ -237,6 +237,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("mimi: num_codebooks %d must be in 1..quantizer.n_q %d", m.NumCodebooks, m.Quantizer.NQ)
 		case len(m.Seanet.Ratios) == 0:
 			return fmt.Errorf("mimi: seanet.ratios must not be empty")
+		case 2*m.NumCodebooks != l.NQ:
+			return fmt.Errorf("mimi.num_codebooks %d does not fit the LM: n_q %d streams are the agent's and the user's codebooks (2 × num_codebooks)", m.NumCodebooks, l.NQ)
 		}
 	}
 	return nil

@@ -49,6 +49,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{`{"dep_q": 3}`, "dep_q 3"},
 		{`{"dim": "x"}`, "cannot unmarshal"},
 		{`{"mimi": {"sample_rate": 0}}`, "sample_rate"},
+		{`{"mimi": {"num_codebooks": 4}}`, "does not fit the LM"},
 	} {
 		_, err := Parse([]byte(c.js))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
