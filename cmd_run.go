@@ -30,16 +30,26 @@ import (
 
 const defaultTextPrompt = "You are a wise and friendly teacher. Answer questions or provide advice in a clear and engaging way."
 
-// version is set by -ldflags "-X main.version=…"; the commit comes from the build info.
-var version = "0.1.0-dev"
+// version and commit can be set with -ldflags "-X main.version=… -X
+// main.commit=…"; otherwise the commit comes from Go's build info (absent
+// when built with -buildvcs=false).
+var (
+	version = "0.1.0-dev"
+	commit  = ""
+)
 
 func versionString() string {
-	commit, dirty := "unknown", ""
+	commit, dirty := commit, ""
+	if commit == "" {
+		commit = "unknown"
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				commit = s.Value
+				if commit == "unknown" {
+					commit = s.Value
+				}
 			case "vcs.modified":
 				if s.Value == "true" {
 					dirty = "-dirty"
