@@ -95,18 +95,6 @@ func (t *pieceTrie) child(node int32, c byte) int32 {
 	return 0
 }
 
-// exact returns the value of key, -1 if key is not in the trie.
-func (t *pieceTrie) exact(key string) int32 {
-	node := int32(0)
-	for i := 0; i < len(key); i++ {
-		node = t.child(node, key[i])
-		if node == 0 {
-			return -1
-		}
-	}
-	return t.value[node]
-}
-
 // longestPrefix returns the byte length of the longest key that is a prefix
 // of s among the first 64 such keys (sentencepiece's PrefixMatcher), 0 if
 // none.

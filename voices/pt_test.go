@@ -388,7 +388,7 @@ func TestSavePTRoundTrip(t *testing.T) {
 	}
 
 	// Arbitrary values (NaN payloads, extremes) survive exactly.
-	q := &Prompt{Embeddings: [][]float32{{1, -0.0, float32(math.Inf(-1)), math.Float32frombits(0x7fc01234)}, {math.SmallestNonzeroFloat32, math.MaxFloat32, 3.25, -7}}}
+	q := &Prompt{Embeddings: [][]float32{{1, float32(math.Copysign(0, -1)), float32(math.Inf(-1)), math.Float32frombits(0x7fc01234)}, {math.SmallestNonzeroFloat32, math.MaxFloat32, 3.25, -7}}}
 	for i := 0; i < NumStreams; i++ {
 		q.Cache = append(q.Cache, []int64{int64(i), math.MaxInt64, math.MinInt64, -1, 2048, 70000})
 	}

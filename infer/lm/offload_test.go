@@ -19,15 +19,14 @@ import (
 
 // traced is one step of a run: every token and the bits of every logit.
 type traced struct {
-	offset          int
-	deferred        bool
-	sampled, next   []int
-	out             []int
-	text            []uint32
-	audio           [][]uint32
-	depSteps        int
-	transformer     bool
-	prefillPosition int
+	offset        int
+	deferred      bool
+	sampled, next []int
+	out           []int
+	text          []uint32
+	audio         [][]uint32
+	depSteps      int
+	transformer   bool
 }
 
 func bitsOf(x []float32) []uint32 {

@@ -29,13 +29,6 @@ func refMatVec(m Mat, dst, x []float32) {
 	}
 }
 
-// refMatMul applies refMatVec to each row of xs.
-func refMatMul(m Mat, dst, xs [][]float32) {
-	for t := range xs {
-		refMatVec(m, dst[t], xs[t])
-	}
-}
-
 func refDotF32(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
