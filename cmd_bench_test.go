@@ -32,3 +32,23 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("weight bytes per frame %v", b)
 	}
 }
+
+// --kv-fill makes the measured frames attend over that many more positions.
+func TestBenchKVFill(t *testing.T) {
+	out, stderr, code := run(t, "bench", "--config", tiny+"config.json", "--frames", "2", "--warmup", "0", "--memory-mib", "8", "--json", "-q", "--kv-fill", "30")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var m struct {
+		KVPositions float64 `json:"kv_positions"`
+		KVBytes     float64 `json:"kv_bytes_per_frame"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// 6 silence steps + 30 synthetic + 2 frames, in a ring of capacity 48.
+	if m.KVPositions < 36 || m.KVBytes != m.KVPositions*64*2*4*2 {
+		t.Fatalf("kv_positions %v, kv_bytes_per_frame %v", m.KVPositions, m.KVBytes)
+	}
+}

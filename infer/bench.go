@@ -23,7 +23,10 @@ type BenchOptions struct {
 	Warmup      int
 	Threads     int
 	MemoryBytes int // buffer for the memory-bandwidth measurement (0 = 1 GiB)
-	Log         Logger
+	// KVFill pretends this many positions are already in the LM's KV cache
+	// (synthetic keys and values), to time attention at long contexts.
+	KVFill int
+	Log    Logger
 }
 
 // BenchResult is what `pp-offline bench` reports: medians over the frames.
@@ -31,6 +34,7 @@ type BenchResult struct {
 	Config                string  `json:"config,omitempty"`
 	Weights               string  `json:"weights"` // "random" or the checkpoint paths
 	Frames                int     `json:"frames"`
+	KVPositions           int     `json:"kv_positions"` // cache positions attended at the last frame
 	Threads               int     `json:"threads"`
 	LMMsPerFrame          float64 `json:"lm_ms_per_frame"`
 	TemporalMsPerFrame    float64 `json:"temporal_ms_per_frame"`
@@ -41,6 +45,8 @@ type BenchResult struct {
 	TotalMsPerFrame       float64 `json:"total_ms_per_frame"`
 	RealTimeFactor        float64 `json:"real_time_factor"`
 	WeightBytesPerFrame   int64   `json:"weight_bytes_per_frame"`
+	KVBytesPerFrame       int64   `json:"kv_bytes_per_frame"`  // float32 keys and values attended
+	MemoryBoundGBps       float64 `json:"weights_and_kv_gbps"` // (weights + KV) / LM time
 	AchievedGBps          float64 `json:"achieved_gbps"`
 	MemoryGBps            float64 `json:"memory_gbps"`
 	RooflineFraction      float64 `json:"roofline_fraction"`
@@ -70,7 +76,7 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	}
 	cfg := *o.Config
 	lmCfg := cfg.LM
-	lmCfg.Context = min(lmCfg.Context, o.Warmup+o.Frames+4)
+	lmCfg.Context = min(lmCfg.Context, o.KVFill+o.Warmup+o.Frames+16)
 	res := &BenchResult{Frames: o.Frames, Threads: ops.Threads(), GoArch: runtime.GOARCH, NumCPU: runtime.NumCPU(), KernelPath: ops.KernelName(), ComputeDType: ops.ComputeDType()}
 
 	t0 := time.Now()
@@ -111,6 +117,9 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	gen := lm.NewGen(model, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
 	gen.Reset()
 	gen.StepSilence() // a prompt phase first, so every measured step returns a frame
+	if o.KVFill > 0 {
+		gen.TransformerState().FillSynthetic(o.KVFill)
+	}
 	enc, dec := codec.NewEncoder(), codec.NewDecoder()
 	frame := codec.FrameSize()
 	pcm := make([]float32, frame)
@@ -149,6 +158,7 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 		return nil, fmt.Errorf("no frame measured (frames %d, warmup %d)", o.Frames, o.Warmup)
 	}
 	res.Frames = len(tLM)
+	res.KVPositions = min(gen.TransformerState().Offset, lmCfg.Context)
 	res.LMMsPerFrame = median(tLM)
 	res.TemporalMsPerFrame = median(tTemp)
 	res.DepformerMsPerFrame = median(tDep)
@@ -159,6 +169,8 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	res.RealTimeFactor = res.TotalMsPerFrame / (1000 / cfg.Mimi.FrameRate)
 	res.WeightBytesPerFrame = bytesPerFrame[len(bytesPerFrame)-1]
 	res.AchievedGBps = float64(res.WeightBytesPerFrame) / (res.LMMsPerFrame * 1e6)
+	res.KVBytesPerFrame = int64(res.KVPositions) * int64(lmCfg.Dim) * 2 * 4 * int64(lmCfg.NumLayers)
+	res.MemoryBoundGBps = float64(res.WeightBytesPerFrame+res.KVBytesPerFrame) / (res.LMMsPerFrame * 1e6)
 	mem := o.MemoryBytes
 	if mem <= 0 {
 		mem = 1 << 30
