@@ -35,6 +35,12 @@ PY
   done
 done
 echo
+echo "7B at full context (--kv-fill 2980: a synthetic KV cache, 2996 positions attended):"
+echo
+echo '```'
+"$bin" bench --config testdata/personaplex-7b.config.json --frames 8 --kv-fill 2980 -q | sed -n '2,11p'
+echo '```'
+echo
 echo "Mimi alone (go test -bench, real Mimi size, random weights):"
 echo
 echo '```'
