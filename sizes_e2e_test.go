@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/mimi"
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// Nothing is tied to the fixture's sizes: a model of another shape (random
+// weights written to real files) runs through the main job, deterministically,
+// with the output length of the input, for a .pt-free WAV voice prompt too.
+func TestOtherModelSizesRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.Load(tiny + "config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dim, cfg.NumHeads, cfg.NumLayers, cfg.Context = 96, 6, 3, 20
+	cfg.DepformerDim, cfg.DepformerNumHeads, cfg.DepformerNumLayers, cfg.DepformerDimFeedforward = 48, 3, 1, 100
+	cfg.Mimi.Seanet.NFilters, cfg.Mimi.Seanet.Dimension = 4, 24
+	cfg.Mimi.Transformer.DModel, cfg.Mimi.Transformer.InputDimension = 24, 24
+	cfg.Mimi.Transformer.OutputDimensions = []int{24}
+	cfg.Mimi.Transformer.NumHeads, cfg.Mimi.Transformer.Context = 3, 10
+	cfg.Mimi.Quantizer.InputDimension, cfg.Mimi.Quantizer.OutputDimension, cfg.Mimi.Quantizer.Dimension = 24, 24, 8
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(cfg)
+	cfgPath := filepath.Join(dir, "config.json")
+	os.WriteFile(cfgPath, js, 0o644)
+
+	save := func(name string, f *weights.File) string {
+		var ts []*weights.Tensor
+		for _, n := range f.Names() {
+			tt, _ := f.Get(n)
+			ts = append(ts, tt)
+		}
+		p := filepath.Join(dir, name)
+		if err := weights.WriteFile(p, ts, nil); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	lmPath := save("model.safetensors", weights.Random(lm.WeightSpecs(&cfg.LM, weights.BF16), 3))
+	specs, err := mimi.WeightSpecs(cfg.Mimi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mimiPath := save("mimi.safetensors", weights.Random(specs, 4))
+
+	var outs [][]byte
+	for i, voice := range []string{"TINYF0.wav", "TINYF0.wav", "TINYF0.pt"} {
+		out := t.TempDir()
+		args := tinyArgs(out, "--seed", "5", "-q")
+		args = setFlag(args, "--config", cfgPath)
+		args = setFlag(args, "--moshi-weight", lmPath)
+		args = setFlag(args, "--mimi-weight", mimiPath)
+		args = setFlag(args, "--voice-prompt", voice)
+		_, stderr, code := run(t, args...)
+		if i == 2 {
+			// The fixture's .pt holds 64-dimensional embeddings: refused, not a panic.
+			if code == 0 || !strings.Contains(stderr, "TINYF0.pt") || !strings.Contains(stderr, "dim") {
+				t.Fatalf("64-dim voice file on a 96-dim model: exit %d: %s", code, stderr)
+			}
+			continue
+		}
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		if x := readPCM(t, filepath.Join(out, "out.wav")); len(x) != 73200 {
+			t.Fatalf("%d samples", len(x))
+		}
+		j, _ := os.ReadFile(filepath.Join(out, "out.json"))
+		w, _ := os.ReadFile(filepath.Join(out, "out.wav"))
+		outs = append(outs, append(j, w...))
+	}
+	if string(outs[0]) != string(outs[1]) {
+		t.Fatal("same seed, different outputs")
+	}
+}
