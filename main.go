@@ -23,8 +23,10 @@ func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit"}
 	return &cli.App{
-		Name:                   "pp-offline",
-		Usage:                  "run NVIDIA PersonaPlex offline (speech in, speech and text out)",
+		Name:  "pp-offline",
+		Usage: "run NVIDIA PersonaPlex offline (speech in, speech and text out)",
+		UsageText: "pp-offline --input-wav in.wav --voice-prompt NATF2.pt --output-wav out.wav --output-text out.json [flags]\n" +
+			"pp-offline command [command flags]   (see the commands below; README.md maps offline.py's flags)",
 		Commands:               commands,
 		Flags:                  mainFlags(),
 		Action:                 runMain,
