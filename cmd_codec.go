@@ -1,10 +1,10 @@
 package main
 
 import (
-	"errors"
+	"bytes"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/pp-offline/pp-offline/audio"
@@ -95,7 +95,7 @@ func runCodecEncode(c *cli.Context) error {
 	}
 	// weights.WriteFile leaves its temporary file's 0600 mode.
 	if err := os.Chmod(out, 0o644); err != nil {
-		return fmt.Errorf("codec encode: %s: %w", out, pathErr(err))
+		return fmt.Errorf("codec encode: %s: %w", out, fileio.PathErr(err))
 	}
 	return nil
 }
@@ -182,35 +182,11 @@ func readCodes(path string, m *mimi.Model) ([][]int, error) {
 	return frames, nil
 }
 
-// writeWAVFile writes pcm as 16-bit PCM through a temporary file renamed
-// into place, so that no partial file is ever left at path.
+// writeWAVFile writes pcm as 16-bit PCM, atomically (no partial file).
 func writeWAVFile(path string, pcm []float32, rate int) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, pathErr(err))
+	var b bytes.Buffer
+	if err := audio.EncodePCM16(&b, pcm, rate); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := audio.EncodePCM16(tmp, pcm, rate); err != nil {
-		tmp.Close()
-		return fmt.Errorf("%s: %w", path, pathErr(err))
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, pathErr(err))
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", path, pathErr(err))
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%s: %w", path, pathErr(err))
-	}
-	return nil
-}
-
-// pathErr strips the (temporary) file name from an *os.PathError.
-func pathErr(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
+	return fileio.WriteAtomic(path, b.Bytes())
 }

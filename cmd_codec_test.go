@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestCodecEncodeDecode(t *testing.T) {
 	}
 	got := readTensor(t, codes, "codes")
 	want := readTensor(t, "testdata/tiny/expected/mimi/mimi_encode.safetensors", "codes")
-	if got.DType != weights.I64 || !equalInts(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
+	if got.DType != weights.I64 || !slices.Equal(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
 		t.Fatalf("codes %s %v differ from the reference's %s %v", got.DType, got.Shape, want.DType, want.Shape)
 	}
 
@@ -95,18 +96,6 @@ func TestCodecEncodeDecode(t *testing.T) {
 	}
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // An empty WAV gives zero frames, which decode to an empty WAV.
 func TestCodecEmpty(t *testing.T) {
 	dir := t.TempDir()
@@ -123,7 +112,7 @@ func TestCodecEmpty(t *testing.T) {
 	if err := runCodecCmd(t, "encode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--input-wav", in, "--output", codes); err != nil {
 		t.Fatal(err)
 	}
-	if c := readTensor(t, codes, "codes"); !equalInts(c.Shape, []int{1, 8, 0}) {
+	if c := readTensor(t, codes, "codes"); !slices.Equal(c.Shape, []int{1, 8, 0}) {
 		t.Fatalf("codes shape %v", c.Shape)
 	}
 	if err := runCodecCmd(t, "decode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--codes", codes, "--output-wav", wav); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"math"
 	"os"
 	"strings"
@@ -127,7 +128,7 @@ func runCompare(c *cli.Context) error {
 		if err := enc.Encode(res.Report(in, refText, candText)); err != nil {
 			return err
 		}
-		if err := compare.WriteFileAtomic(p, buf.Bytes()); err != nil {
+		if err := fileio.WriteAtomic(p, buf.Bytes()); err != nil {
 			return compareBadInput("compare: cannot write report %s: %v", p, err)
 		}
 	}
@@ -136,7 +137,7 @@ func runCompare(c *cli.Context) error {
 		if err := compare.Plot(&buf, ref, cand, res, in); err != nil {
 			return err
 		}
-		if err := compare.WriteFileAtomic(p, buf.Bytes()); err != nil {
+		if err := fileio.WriteAtomic(p, buf.Bytes()); err != nil {
 			return compareBadInput("compare: cannot write plot %s: %v", p, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"io"
 	"os"
 	"os/signal"
@@ -238,7 +239,7 @@ func runMain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := writeOutputs([]output{{c.String("output-wav"), wavBuf.Bytes()}, {c.String("output-text"), textBuf.Bytes()}}); err != nil {
+	if err := fileio.WriteAllAtomic(fileio.File{Path: c.String("output-wav"), Data: wavBuf.Bytes()}, fileio.File{Path: c.String("output-text"), Data: textBuf.Bytes()}); err != nil {
 		return err
 	}
 	log.Infof("wrote %s (%d samples) and %s (%d frames)", c.String("output-wav"), len(res.PCM), c.String("output-text"), len(res.Pieces))
@@ -434,71 +435,10 @@ func checkOutputPath(path string) error {
 	// Prove we can create a file there now rather than after the run.
 	f, err := os.CreateTemp(dir, ".pp-offline-check-*")
 	if err != nil {
-		return fmt.Errorf("%s: cannot write in %s: %v", path, dir, unwrapPathErr(err))
+		return fmt.Errorf("%s: cannot write in %s: %v", path, dir, fileio.PathErr(err))
 	}
 	f.Close()
 	os.Remove(f.Name())
-	return nil
-}
-
-func unwrapPathErr(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-type output struct {
-	path string
-	data []byte
-}
-
-// writeOutputs writes every output to a temporary file beside it, then
-// renames them all; if a rename fails the ones already renamed are removed,
-// so a run leaves all its outputs or none.
-func writeOutputs(outs []output) error {
-	tmps := make([]string, len(outs))
-	cleanup := func() {
-		for _, t := range tmps {
-			if t != "" {
-				os.Remove(t)
-			}
-		}
-	}
-	for i, o := range outs {
-		f, err := os.CreateTemp(filepath.Dir(o.path), "."+filepath.Base(o.path)+".tmp*")
-		if err != nil {
-			cleanup()
-			return fmt.Errorf("%s: %v", o.path, unwrapPathErr(err))
-		}
-		tmps[i] = f.Name()
-		if _, err := f.Write(o.data); err != nil {
-			f.Close()
-			cleanup()
-			return fmt.Errorf("%s: %v", o.path, err)
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			cleanup()
-			return fmt.Errorf("%s: %v", o.path, err)
-		}
-		if err := f.Close(); err != nil {
-			cleanup()
-			return fmt.Errorf("%s: %v", o.path, err)
-		}
-		os.Chmod(f.Name(), 0o644)
-	}
-	for i, o := range outs {
-		if err := os.Rename(tmps[i], o.path); err != nil {
-			for j := 0; j < i; j++ {
-				os.Remove(outs[j].path)
-			}
-			cleanup()
-			return fmt.Errorf("%s: %v", o.path, unwrapPathErr(err))
-		}
-		tmps[i] = ""
-	}
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"math/cmplx"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -482,25 +481,6 @@ func TestReportJSON(t *testing.T) {
 		if !strings.Contains(tab.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, tab.String())
 		}
-	}
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "r.json")
-	for _, s := range []string{"first", "second"} {
-		if err := WriteFileAtomic(p, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-		if b, _ := os.ReadFile(p); string(b) != s {
-			t.Errorf("content %q, want %q", b, s)
-		}
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("%d files left in the directory", len(ents))
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "r.json"), nil); err == nil {
-		t.Error("writing into a missing directory succeeded")
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 )
@@ -261,40 +259,6 @@ func (r *Result) Report(in Inputs, refText, candText []string) *Report {
 		rep.Text = rt
 	}
 	return rep
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory that is synced and then renamed over path, so that readers never
-// see a partial file.
-func WriteFileAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // fmtDB formats a dB value with two decimals, "+Inf"/"-Inf" for infinities.

@@ -7,6 +7,7 @@ package infer
 import (
 	"context"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"os"
 	"path/filepath"
 	"sort"
@@ -374,7 +375,7 @@ func ResolveAsset(path, repo, name, flag string) (string, error) {
 	if path != "" {
 		st, err := os.Stat(path)
 		if err != nil {
-			return "", fmt.Errorf("%s: %v", path, unwrapPathErr(err))
+			return "", fmt.Errorf("%s: %v", path, fileio.PathErr(err))
 		}
 		if st.IsDir() {
 			return "", fmt.Errorf("%s: is a directory (%s wants a file)", path, flag)
@@ -401,11 +402,4 @@ func CachedVoicesDir(repo string) string {
 		}
 	}
 	return ""
-}
-
-func unwrapPathErr(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }

@@ -24,6 +24,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/pp-offline/pp-offline/infer/weights"
 	"io"
 	"math"
 	"math/big"
@@ -537,7 +538,7 @@ func toPrompt(obj any) (*Prompt, error) {
 			return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
 		}
 	case f16:
-		conv = func(b []byte, i int64) float32 { return halfToFloat32(binary.LittleEndian.Uint16(b[2*i:])) }
+		conv = func(b []byte, i int64) float32 { return weights.HalfToFloat(binary.LittleEndian.Uint16(b[2*i:])) }
 	case f64:
 		conv = func(b []byte, i int64) float32 {
 			return float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
@@ -581,26 +582,4 @@ func toPrompt(obj any) (*Prompt, error) {
 		p.Cache[r] = cflat[r*cols : (r+1)*cols : (r+1)*cols]
 	}
 	return p, nil
-}
-
-// halfToFloat32 widens an IEEE 754 binary16 value exactly.
-func halfToFloat32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf / NaN
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		// Subnormal: value = man · 2^−24.
-		v := float32(man) * (1.0 / (1 << 24))
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
 }

@@ -444,27 +444,6 @@ func TestSavePTErrors(t *testing.T) {
 	}
 }
 
-func TestHalfToFloat32(t *testing.T) {
-	for _, tc := range []struct {
-		h    uint16
-		want float32
-	}{
-		{0x0000, 0}, {0x3c00, 1}, {0xc000, -2}, {0x3555, 0.333251953125}, {0x7bff, 65504},
-		{0x0001, 5.960464477539063e-08}, {0x03ff, 6.097555160522461e-05}, {0x0400, 6.103515625e-05},
-		{0x7c00, float32(math.Inf(1))}, {0xfc00, float32(math.Inf(-1))},
-	} {
-		if got := halfToFloat32(tc.h); got != tc.want {
-			t.Errorf("half 0x%04x = %v, want %v", tc.h, got, tc.want)
-		}
-	}
-	if v := halfToFloat32(0x7e00); v == v {
-		t.Error("NaN not NaN")
-	}
-	if v := halfToFloat32(0x8000); math.Float32bits(v) != 0x80000000 {
-		t.Error("-0 lost its sign")
-	}
-}
-
 // Half-precision embeddings load too (torch.HalfStorage).
 func TestLoadHalfEmbeddings(t *testing.T) {
 	src := readFile(t, tinyPT)

@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -18,36 +18,14 @@ import (
 // cache as int64 [1,17,cols], in torch's zip layout with the file stem as the
 // top folder. The file is written to a temporary file in the same directory
 // and renamed into place, so a reader never sees a partial file.
-func SavePT(path string, p *Prompt) (err error) {
+func SavePT(path string, p *Prompt) error {
 	base := filepath.Base(path)
 	stem := strings.TrimSuffix(base, filepath.Ext(base))
 	var buf bytes.Buffer
 	if err := EncodePT(&buf, stem, p); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(buf.Bytes()); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return fileio.WriteAtomic(path, buf.Bytes())
 }
 
 // EncodePT writes p as a torch.save zip archive whose entries live under the

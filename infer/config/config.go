@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"os"
 )
 
@@ -189,20 +190,13 @@ func Parse(data []byte) (*Config, error) {
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, unwrap(err))
+		return nil, fmt.Errorf("%s: %w", path, fileio.PathErr(err))
 	}
 	c, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a valid model config: %v", path, err)
 	}
 	return c, nil
-}
-
-func unwrap(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }
 
 // Validate checks the values the code relies on.

@@ -7,9 +7,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unsafe"
@@ -80,12 +82,12 @@ type File struct {
 func Open(path string) (*File, error) {
 	fd, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, unwrapPathErr(err))
+		return nil, fmt.Errorf("%s: %w", path, fileio.PathErr(err))
 	}
 	defer fd.Close()
 	st, err := fd.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, unwrapPathErr(err))
+		return nil, fmt.Errorf("%s: %w", path, fileio.PathErr(err))
 	}
 	if st.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory, not a safetensors file", path)
@@ -109,13 +111,6 @@ func Open(path string) (*File, error) {
 
 // FromBytes parses an in-memory safetensors image (tests, small files).
 func FromBytes(name string, data []byte) (*File, error) { return parse(name, data) }
-
-func unwrapPathErr(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
-}
 
 type headerEntry struct {
 	DType       string  `json:"dtype"`
@@ -231,22 +226,10 @@ func (f *File) Get(name string, shape ...int) (*Tensor, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: missing tensor %q", filepath.Base(f.Path), name)
 	}
-	if shape != nil && !sameShape(t.Shape, shape) {
+	if shape != nil && !slices.Equal(t.Shape, shape) {
 		return nil, fmt.Errorf("%s: tensor %q has shape %v, the config expects %v", filepath.Base(f.Path), name, t.Shape, shape)
 	}
 	return t, nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Float32s converts any float tensor to a new float32 slice.

@@ -126,13 +126,23 @@ func TestWriteRoundTrip(t *testing.T) {
 }
 
 func TestHalfToFloat(t *testing.T) {
-	for _, c := range []struct {
-		h uint16
-		f float32
-	}{{0x3c00, 1}, {0xc000, -2}, {0x0001, 5.9604645e-08}, {0x7bff, 65504}, {0x3555, 0.33325195}} {
-		if got := HalfToFloat(c.h); got != c.f {
-			t.Errorf("%#x: %v want %v", c.h, got, c.f)
+	for _, tc := range []struct {
+		h    uint16
+		want float32
+	}{
+		{0x0000, 0}, {0x3c00, 1}, {0xc000, -2}, {0x3555, 0.333251953125}, {0x7bff, 65504},
+		{0x0001, 5.960464477539063e-08}, {0x03ff, 6.097555160522461e-05}, {0x0400, 6.103515625e-05},
+		{0x7c00, float32(math.Inf(1))}, {0xfc00, float32(math.Inf(-1))},
+	} {
+		if got := HalfToFloat(tc.h); got != tc.want {
+			t.Errorf("half 0x%04x = %v, want %v", tc.h, got, tc.want)
 		}
+	}
+	if v := HalfToFloat(0x7e00); v == v {
+		t.Error("NaN not NaN")
+	}
+	if v := HalfToFloat(0x8000); math.Float32bits(v) != 0x80000000 {
+		t.Error("-0 lost its sign")
 	}
 }
 

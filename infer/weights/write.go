@@ -1,13 +1,13 @@
 package weights
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 )
@@ -52,26 +52,11 @@ func Write(w io.Writer, tensors []*Tensor, metadata map[string]string) error {
 
 // WriteFile writes tensors to path atomically (temporary file + rename).
 func WriteFile(path string, tensors []*Tensor, metadata map[string]string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, unwrapPathErr(err))
-	}
-	defer os.Remove(tmp.Name())
-	if err := Write(tmp, tensors, metadata); err != nil {
-		tmp.Close()
+	var b bytes.Buffer
+	if err := Write(&b, tensors, metadata); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	// CreateTemp makes 0600 files; outputs are ordinary files.
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%s: %w", path, unwrapPathErr(err))
-	}
-	return nil
+	return fileio.WriteAtomic(path, b.Bytes())
 }
 
 // Int64Tensor builds an I64 tensor from values.
