@@ -78,7 +78,6 @@ type Result struct {
 	FrameRate  float64
 	Pieces     []string // one rendered text piece per generated frame
 	TextTokens []int    // the text token of each generated frame
-	Tokens     [][]int  // the 17 output tokens of each generated frame
 }
 
 func (o Options) withDefaults() Options {
@@ -222,7 +221,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		pcm = append(pcm, dec.DecodeFrame(out[1:1+nq])...)
 		res.TextTokens = append(res.TextTokens, out[0])
 		res.Pieces = append(res.Pieces, tok.RenderToken(out[0]))
-		res.Tokens = append(res.Tokens, append([]int(nil), out...))
 	}
 	if len(res.Pieces) == 0 {
 		return nil, fmt.Errorf("%s: no audio frames were generated (input too short)", o.InputWAV)
