@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/ops"
@@ -176,7 +177,12 @@ func tune(c *cli.Context) (*tuneResult, error) {
 	}
 
 	timed := lm.NewTimed(model, w)
-	gen := lm.NewGen(model, lm.GenOptions{Weights: timed})
+	be, err := cpu.New(cpu.Options{Threads: c.Int("threads")})
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	gen := lm.NewEngine(model, be, timed).NewGen(lm.GenOptions{})
 	gen.Reset()
 	gen.StepSilence() // a prompt phase first, its prefill run now: every measured step is a frame
 	gen.Flush()

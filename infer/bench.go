@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/pp-offline/pp-offline/infer/config"
@@ -26,7 +27,9 @@ type BenchOptions struct {
 	// KVFill pretends this many positions are already in the LM's KV cache
 	// (synthetic keys and values), to time attention at long contexts.
 	KVFill int
-	Log    Logger
+	// BatchSize is the number of conversations run in lockstep (≤ 1: one).
+	BatchSize int
+	Log       Logger
 }
 
 // BenchResult is what `pp-offline bench` reports: medians over the frames.
@@ -34,7 +37,14 @@ type BenchResult struct {
 	Config                string  `json:"config,omitempty"`
 	Weights               string  `json:"weights"` // "random" or the checkpoint paths
 	Frames                int     `json:"frames"`
-	KVPositions           int     `json:"kv_positions"` // cache positions attended at the last frame
+	BatchSize             int     `json:"batch_size"`
+	LMMsPerStep           float64 `json:"lm_ms_per_step"`    // one lockstep LM step for all conversations
+	FrameMsPerStep        float64 `json:"frame_ms_per_step"` // LM + codec for all conversations
+	LMFramesPerSecond     float64 `json:"lm_frames_per_second"`
+	FramesPerSecond       float64 `json:"frames_per_second"` // aggregate: batch_size · 1000 / frame_ms_per_step
+	PeakRSSBytes          int64   `json:"peak_rss_bytes"`
+	KVBytesHeld           int64   `json:"kv_bytes_held"` // the LM's KV rings of all conversations at the end`
+	KVPositions           int     `json:"kv_positions"`  // cache positions attended at the last frame
 	Threads               int     `json:"threads"`
 	LMMsPerFrame          float64 `json:"lm_ms_per_frame"`
 	TemporalMsPerFrame    float64 `json:"temporal_ms_per_frame"`
@@ -114,37 +124,73 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	}
 	res.LoadSeconds = time.Since(t0).Seconds()
 
-	gen := lm.NewGen(model, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
-	gen.Reset()
-	gen.StepSilence() // a prompt phase first, so every measured step returns a frame
-	if o.KVFill > 0 {
-		gen.TransformerState().FillSynthetic(o.KVFill)
+	be, err := newBackend(Options{Threads: o.Threads})
+	if err != nil {
+		return nil, err
 	}
-	enc, dec := codec.NewEncoder(), codec.NewDecoder()
+	defer be.Close()
+	res.KernelPath, res.ComputeDType = be.Engine().KernelName(), be.Engine().ComputeDType()
+	codec.SetBackend(be)
+	B := max(1, o.BatchSize)
+	res.BatchSize = B
+	eng := lm.NewEngine(model, be, nil)
+	batch := codec.NewBatch()
+	gens := make([]*lm.Gen, B)
+	encs := make([]*mimi.Encoder, B)
+	decs := make([]*mimi.Decoder, B)
+	for i := range gens {
+		gens[i] = eng.NewGen(lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
+		gens[i].StepSilence() // a prompt phase first, so every measured step returns a frame
+		if o.KVFill > 0 {
+			model.Transformer.FillSynthetic(be, gens[i].TransformerState(), o.KVFill)
+		}
+		encs[i], decs[i] = codec.NewEncoder(), codec.NewDecoder()
+	}
 	frame := codec.FrameSize()
-	pcm := make([]float32, frame)
+	pcms := make([][]float32, B)
+	for i := range pcms {
+		pcms[i] = make([]float32, frame)
+	}
+	codes := make([][]int, B)
+	ins := make([]lm.Input, B)
+	outs := make([][]int, B)
+	dpcm := make([][]float32, B)
 	nq := cfg.Mimi.NumCodebooks
 	var tEnc, tLM, tTemp, tDep, tDec []float64
 	var bytesPerFrame []int64
 	depSteps := 0
 	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 	for f := 0; f < o.Warmup+o.Frames; f++ {
-		for i := range pcm {
-			pcm[i] = float32(0.3 * math.Sin(float64(f*frame+i)*2*math.Pi*220/float64(cfg.Mimi.SampleRate)))
+		for c, pcm := range pcms {
+			hz := 220 * (1 + 0.1*float64(c)) // a different tone per conversation
+			for i := range pcm {
+				pcm[i] = float32(0.3 * math.Sin(float64(f*frame+i)*2*math.Pi*hz/float64(cfg.Mimi.SampleRate)))
+			}
 		}
 		a := time.Now()
-		codes := enc.EncodeFrame(pcm)
+		batch.Encode(encs, pcms, codes)
 		b := time.Now()
-		out, ok := gen.Step(codes)
+		for i := range ins {
+			ins[i] = lm.Input{User: codes[i]}
+		}
+		eng.Step(gens, ins)
 		c := time.Now()
+		ok := true
+		for i, g := range gens {
+			out, has := g.Output()
+			ok = ok && has
+			if has {
+				outs[i] = out[1 : 1+nq]
+			}
+		}
 		if ok {
-			dec.DecodeFrame(out[1 : 1+nq])
+			batch.Decode(decs, outs, dpcm)
 		}
 		d := time.Now()
 		if f < o.Warmup || !ok {
 			continue
 		}
-		st := gen.Stats()
+		st := gens[0].Stats()
 		tEnc = append(tEnc, ms(b.Sub(a)))
 		tLM = append(tLM, ms(c.Sub(b)))
 		tTemp = append(tTemp, ms(st.TemporalTime))
@@ -152,12 +198,17 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 		tDec = append(tDec, ms(d.Sub(c)))
 		bytesPerFrame = append(bytesPerFrame, st.WeightBytes)
 		depSteps = st.DepSteps
-		o.Log.Infof("frame %d: encode %.1f ms, LM %.1f ms, decode %.1f ms", f, ms(b.Sub(a)), ms(c.Sub(b)), ms(d.Sub(c)))
+		o.Log.Infof("step %d (%d conversations): encode %.1f ms, LM %.1f ms, decode %.1f ms", f, B, ms(b.Sub(a)), ms(c.Sub(b)), ms(d.Sub(c)))
+	}
+	gen := gens[0]
+	for _, g := range gens {
+		res.KVBytesHeld += g.TransformerState().Bytes()
 	}
 	if len(tLM) == 0 {
 		return nil, fmt.Errorf("no frame measured (frames %d, warmup %d)", o.Frames, o.Warmup)
 	}
 	res.Frames = len(tLM)
+	res.Threads = be.Engine().Threads()
 	res.KVPositions = min(gen.TransformerState().Offset, lmCfg.Context)
 	res.LMMsPerFrame = median(tLM)
 	res.TemporalMsPerFrame = median(tTemp)
@@ -167,9 +218,13 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	res.CodecDecodeMsPerFrame = median(tDec)
 	res.TotalMsPerFrame = res.LMMsPerFrame + res.CodecEncodeMsPerFrame + res.CodecDecodeMsPerFrame
 	res.RealTimeFactor = res.TotalMsPerFrame / (1000 / cfg.Mimi.FrameRate)
+	res.LMMsPerStep, res.FrameMsPerStep = res.LMMsPerFrame, res.TotalMsPerFrame
+	res.LMFramesPerSecond = float64(B) * 1000 / res.LMMsPerStep
+	res.FramesPerSecond = float64(B) * 1000 / res.FrameMsPerStep
+	res.PeakRSSBytes = peakRSS()
 	res.WeightBytesPerFrame = bytesPerFrame[len(bytesPerFrame)-1]
 	res.AchievedGBps = float64(res.WeightBytesPerFrame) / (res.LMMsPerFrame * 1e6)
-	res.KVBytesPerFrame = int64(res.KVPositions) * int64(lmCfg.Dim) * 2 * 4 * int64(lmCfg.NumLayers)
+	res.KVBytesPerFrame = int64(B) * int64(res.KVPositions) * int64(lmCfg.Dim) * 2 * 4 * int64(lmCfg.NumLayers)
 	res.MemoryBoundGBps = float64(res.WeightBytesPerFrame+res.KVBytesPerFrame) / (res.LMMsPerFrame * 1e6)
 	mem := o.MemoryBytes
 	if mem <= 0 {
@@ -191,4 +246,13 @@ func median(x []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// peakRSS is the process's peak resident set (0 where unknown).
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // kilobytes on Linux
 }

@@ -18,8 +18,6 @@ import (
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/infer/ops"
-	"github.com/pp-offline/pp-offline/prompts"
-	"github.com/pp-offline/pp-offline/voices"
 )
 
 // Names of the model files in the Hugging Face repo (loaders.py).
@@ -53,6 +51,9 @@ type Options struct {
 	Config      *config.Config
 	Device      string // "cpu" (the only backend of this build), or "sim" (below)
 	Threads     int
+	// BatchSize is the number of conversations RunItems runs in lockstep
+	// (≤ 1: one at a time).
+	BatchSize int
 	// Offload configures Device "sim": the LM runs through an offload plan
 	// on a simulated device (offload's planner for the device's memory;
 	// docs/OFFLOAD.md). The outputs are those of the CPU.
@@ -97,150 +98,15 @@ type nopLog struct{}
 
 func (nopLog) Infof(string, ...any) {}
 
-// Run executes the offline job. It returns ctx.Err() (context.Canceled) when
+// Run executes the offline job for one conversation: RunItems with the
+// item of o's per-run fields. It returns ctx.Err() (context.Canceled) when
 // the context is cancelled; it is checked before every frame.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	o = o.withDefaults()
-	cfg := o.Config
-	// Inputs first: a bad input costs nothing.
-	user, err := audio.LoadMono(o.InputWAV, cfg.Mimi.SampleRate)
-	if err != nil {
+	var res ItemResult
+	if err := RunItems(ctx, o, Items(ItemOf(o)), func(r ItemResult) { res = r }); err != nil {
 		return nil, err
 	}
-	if len(user) == 0 {
-		return nil, fmt.Errorf("%s: no audio samples", o.InputWAV)
-	}
-	tok, err := prompts.Load(o.Tokenizer)
-	if err != nil {
-		return nil, err
-	}
-	var textIDs []int
-	if o.TextPrompt != "" {
-		textIDs = tok.Encode(prompts.WrapWithSystemTags(o.TextPrompt))
-	}
-	var sys lm.SystemPrompt
-	sys.TextIDs = textIDs
-	var voiceAudio []float32
-	if voices.IsEmbeddings(o.VoicePrompt) {
-		p, err := voices.LoadPT(o.VoicePrompt)
-		if err != nil {
-			return nil, err
-		}
-		sys.VoiceEmbeddings, sys.VoiceCache = p.Embeddings, p.Cache
-	} else {
-		if voiceAudio, err = LoadVoiceAudio(o.VoicePrompt, cfg.Mimi.SampleRate); err != nil {
-			return nil, err
-		}
-	}
-
-	codec, model, err := loadModels(o)
-	if err != nil {
-		return nil, err
-	}
-	defer codec.Close()
-	if sys.VoiceEmbeddings != nil {
-		if err := checkVoiceEmbeddings(o.VoicePrompt, sys, &cfg.LM); err != nil {
-			return nil, err
-		}
-	}
-	if n := tok.VocabSize(); n < cfg.TextCard {
-		o.Log.Infof("tokenizer %s has %d pieces, the model's text_card is %d", o.Tokenizer, n, cfg.TextCard)
-	}
-	for _, id := range textIDs {
-		if id >= cfg.TextCard {
-			return nil, fmt.Errorf("%s: token id %d of the text prompt is outside the model's text vocabulary (%d): tokenizer and model do not match", o.Tokenizer, id, cfg.TextCard)
-		}
-	}
-
-	var placed *lm.Placed
-	if o.Device == "sim" {
-		if placed, err = lm.NewSim(model, o.Offload); err != nil {
-			return nil, err
-		}
-		defer placed.Close()
-		for _, line := range placed.Summary() {
-			o.Log.Infof("%s", line)
-		}
-	}
-	gen := lm.NewGen(model, lm.GenOptions{
-		UseSampling:     !o.Greedy,
-		Temp:            float32(o.TempAudio),
-		TempText:        float32(o.TempText),
-		TopK:            o.TopKAudio,
-		TopKText:        o.TopKText,
-		Seed:            uint64(o.Seed),
-		FrameRate:       cfg.Mimi.FrameRate,
-		StepwisePrompts: o.StepwisePrompts,
-		Weights:         weightsOf(placed),
-	})
-	enc := codec.NewEncoder()
-	dec := codec.NewDecoder()
-	frame := codec.FrameSize()
-
-	// Prompt phases: voice prompt, silence, text prompt, silence.
-	if voiceAudio != nil {
-		progress(o, "encoding the voice prompt")
-		sys.VoiceFrames = encodeAll(enc, voiceAudio, frame)
-		enc.Reset()
-	}
-	progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(textIDs)))
-	gen.Reset()
-	if err := gen.StepSystemPrompts(sys); err != nil {
-		return nil, fmt.Errorf("%s: %v", o.VoicePrompt, err)
-	}
-	if err := gen.Err(); err != nil {
-		return nil, err
-	}
-
-	// The frame loop.
-	nFrames := (len(user) + frame - 1) / frame
-	if o.Progress != nil {
-		o.Progress.Start(nFrames, float64(frame)/float64(cfg.Mimi.SampleRate))
-	}
-	res := &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate}
-	pcm := make([]float32, 0, nFrames*frame)
-	buf := make([]float32, frame)
-	nq := cfg.Mimi.NumCodebooks
-	for f := 0; f < nFrames; f++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		clear(buf)
-		copy(buf, user[f*frame:min((f+1)*frame, len(user))])
-		codes := enc.EncodeFrame(buf)
-		out, ok := gen.Step(codes)
-		if err := gen.Err(); err != nil {
-			return nil, err
-		}
-		if o.Progress != nil {
-			o.Progress.Frame(f + 1)
-		}
-		if !ok {
-			continue
-		}
-		pcm = append(pcm, dec.DecodeFrame(out[1:1+nq])...)
-		res.TextTokens = append(res.TextTokens, out[0])
-		res.Pieces = append(res.Pieces, tok.RenderToken(out[0]))
-	}
-	if len(res.Pieces) == 0 {
-		return nil, fmt.Errorf("%s: no audio frames were generated (input too short)", o.InputWAV)
-	}
-	// Trim or zero-pad to the input length, as offline.py does.
-	if len(pcm) > len(user) {
-		pcm = pcm[:len(user)]
-	}
-	for len(pcm) < len(user) {
-		pcm = append(pcm, 0)
-	}
-	res.PCM = pcm
-	if placed != nil {
-		line, err := placed.Finish()
-		if err != nil {
-			return nil, err
-		}
-		o.Log.Infof("%s", line)
-	}
-	return res, nil
+	return res.Result, res.Err
 }
 
 // weightsOf is the Weights of an offload executor, nil (the model's own

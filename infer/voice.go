@@ -20,14 +20,20 @@ func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
 	if err != nil {
 		return nil, err
 	}
+	be, err := newBackend(o)
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
 	codec, model, err := loadModels(o)
 	if err != nil {
 		return nil, err
 	}
 	defer codec.Close()
+	codec.SetBackend(be)
 	progress(o, "encoding the voice prompt")
 	frames := encodeAll(codec.NewEncoder(), x, codec.FrameSize())
-	gen := lm.NewGen(model, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
+	gen := lm.NewGen(model, be, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
 	gen.Reset()
 	emb, cache, err := gen.StepVoicePromptCodesSaving(frames)
 	if err != nil {

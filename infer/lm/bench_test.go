@@ -34,7 +34,7 @@ func TestWeightSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := NewGen(m, DefaultGenOptions())
+	g := NewGen(m, testBE, DefaultGenOptions())
 	g.StepTextPrompt([]int{5, 6, 7})
 	for i := 0; i < 3; i++ {
 		g.Step(SineTokens[:])
@@ -70,7 +70,7 @@ func benchModel(b *testing.B, cfg *config.LM) (*Model, time.Duration) {
 // (all dep_q depformer steps) instead.
 func benchStep(b *testing.B, cfg *config.LM, opt GenOptions) {
 	m, build := benchModel(b, cfg)
-	g := NewGen(m, opt)
+	g := NewGen(m, testBE, opt)
 	if err := g.StepSystemPrompts(SystemPrompt{TextIDs: []int{10, 11, 12, 13}}); err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func BenchmarkPrompts1B(b *testing.B) {
 		opt  GenOptions
 	}{{"prefill", GenOptions{}}, {"stepwise", GenOptions{StepwisePrompts: true}}, {"reference", GenOptions{Full: true}}} {
 		b.Run(mode.name, func(b *testing.B) {
-			g := NewGen(m, mode.opt)
+			g := NewGen(m, testBE, mode.opt)
 			for i := 0; i < b.N; i++ {
 				g.Reset()
 				if err := g.StepSystemPrompts(SystemPrompt{VoiceFrames: frames, TextIDs: ids}); err != nil {

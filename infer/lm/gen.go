@@ -3,7 +3,6 @@ package lm
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/pp-offline/pp-offline/infer/nn"
@@ -11,12 +10,13 @@ import (
 )
 
 // GenOptions configures a Gen (LMGen's constructor arguments plus the port's
-// own switches).
+// own switches). They are per conversation: conversations of one lockstep
+// batch may differ in every field.
 type GenOptions struct {
 	UseSampling    bool    // false: greedy (argmax) decoding
 	Temp, TempText float32 // audio / text temperature (≤ 0: greedy)
 	TopK, TopKText int     // audio / text top-k (≤ 0: the whole vocabulary)
-	Seed           uint64  // seed of the run's one generator (reseeded by Reset)
+	Seed           uint64  // seed of the conversation's one generator (reseeded by Reset)
 
 	FrameRate float64 // codec frame rate for the 0.5 s silences; 0 → 12.5
 
@@ -32,10 +32,6 @@ type GenOptions struct {
 	// transformer (or was deferred into the prefill). The StepTrace and its
 	// slices are reused: copy what you keep.
 	Trace func(*StepTrace)
-	// Weights supplies the weights of every unit as a step or a prefill
-	// reaches it (nil: the model's own mapped weights). An offload executor
-	// (Placed) goes here; see Weights.
-	Weights Weights
 }
 
 // DefaultGenOptions are offline.py's CLI defaults (sampling on).
@@ -66,20 +62,33 @@ type StepStats struct {
 	TextHead     bool  // text_linear ran
 	DepSteps     int   // depformer steps run
 	WeightBytes  int64 // weight bytes read by the step (temporal + heads + depformer + embedding rows)
-	PrefillSteps int   // positions run by a prefill flushed during the last call
+	PrefillSteps int   // deferred positions run by the last pass (prefill) of the step
+	Batch        int   // conversations in the pass (1 alone)
 
-	TemporalTime time.Duration // temporal transformer + out_norm (prefill included)
-	HeadsTime    time.Duration // text head, depformer and sampling
+	TemporalTime time.Duration // temporal transformer (prefill included), for the whole pass
+	HeadsTime    time.Duration // out_norm, text head, depformer and sampling, for the whole pass
 }
 
-// Gen is LMGen: the streaming generation state over a Model. All state is in
-// the struct: token cache and provided flags ([n_q+1][max_delay+3]), offset,
-// the temporal transformer's KV rings, the depformer state (fresh each
-// frame), the random generator and the prefill queue.
+// Input is what one LMGen.step call is given; nil / !HasText = not provided.
+// Emb set makes it LMGen.step_embeddings instead: the transformer input is
+// Emb (len dim), every stream forced.
+type Input struct {
+	User    []int // input_tokens: n_q − 8 user codes
+	Agent   []int // moshi_tokens: 8 agent codes
+	Text    int   // text_token, when HasText
+	HasText bool
+	Emb     []float32
+}
+
+// Gen is LMGen for one conversation: the token cache and provided flags
+// ([n_q+1][max_delay+3]), offset, the temporal transformer's state (KV rings
+// in backend memory), the random generator, the prefill queue. It steps on
+// the Engine that made it, alone (Step) or in lockstep with others
+// (Engine.Step).
 type Gen struct {
+	e   *Engine
 	m   *Model
 	opt GenOptions
-	w   Weights
 
 	K, CT, maxDelay int
 	delays          []int
@@ -88,58 +97,59 @@ type Gen struct {
 	offset          int
 
 	ts      *nn.TransformerState
-	ds      *DepState
 	rng     *rand.Rand
 	sampler ops.Sampler
 
-	x, h, row   []float32
-	rows        [][]float32
-	textLogits  []float32
-	audioLogits [][]float32
+	// The prefill queue: deferred positions' transformer inputs, rows
+	// [0, npending) of pending (backend memory).
+	pending  actsQueue
+	npending int
+
+	textLogits  []float32   // host copy for sampling
+	audioLogits [][]float32 // host copies, per depformer step
 	tokens      []int
+	ids         []int // embedding ids in EmbedTables order
 	out         []int
 	sampled     []int
 	dummyAudio  []int // the initial token, step_embeddings' dummy inputs
 
-	pending  [][]float32 // prefill queue: rows [npending] are queued
-	npending int
+	// Per step.
+	in, tgt     int
+	allProvided bool
+	emb         []float32
+	textHead    bool
+	last        int // last depformer step to run
+	ok          bool
 
 	trace StepTrace
 	stats StepStats
 
 	recording bool        // keep the transformer inputs (save_voice_prompt_embeddings)
 	recorded  [][]float32 // what was kept
-
-	temporalBytes int64
 }
 
-// NewGen prepares generation over m.
-func NewGen(m *Model, opt GenOptions) *Gen {
+// NewGen prepares the generation of one conversation on e.
+func (e *Engine) NewGen(opt GenOptions) *Gen {
 	if opt.FrameRate == 0 {
 		opt.FrameRate = 12.5
 	}
 	if opt.Full {
 		opt.StepwisePrompts = true
 	}
+	m := e.m
 	c := &m.Cfg
-	g := &Gen{m: m, opt: opt, w: opt.Weights, K: c.NQ + 1, maxDelay: c.MaxDelay(), delays: c.Delays}
-	if g.w == nil {
-		g.w = m.HostWeights()
-	}
+	g := &Gen{e: e, m: m, opt: opt, K: c.NQ + 1, maxDelay: c.MaxDelay(), delays: c.Delays}
 	g.CT = g.maxDelay + 3
 	g.cache = make([]int, g.K*g.CT)
 	g.provided = make([]bool, g.K*g.CT)
-	g.ts = m.NewState()
-	g.temporalBytes = m.TemporalBytes()
-	g.ds = m.Dep.NewState()
-	g.rng = ops.NewRNG(opt.Seed)
-	g.x, g.h, g.row = make([]float32, c.Dim), make([]float32, c.Dim), make([]float32, c.Dim)
-	g.rows = [][]float32{g.x}
+	g.ts = m.Transformer.NewState(e.be)
+	g.pending = actsQueue{be: e.be, cols: c.Dim}
 	g.textLogits = make([]float32, m.TextLinear.Rows)
 	for j := 0; j < c.DepQ; j++ {
 		g.audioLogits = append(g.audioLogits, make([]float32, c.Card))
 	}
 	g.tokens = make([]int, g.K)
+	g.ids = make([]int, g.K)
 	g.out = make([]int, c.DepQ+1)
 	g.sampled = make([]int, g.K)
 	g.dummyAudio = make([]int, c.NQ)
@@ -155,6 +165,9 @@ func NewGen(m *Model, opt GenOptions) *Gen {
 // Model is the model generated from.
 func (g *Gen) Model() *Model { return g.m }
 
+// Engine is the engine the Gen steps on.
+func (g *Gen) Engine() *Engine { return g.e }
+
 // Options are the options in use.
 func (g *Gen) Options() GenOptions { return g.opt }
 
@@ -169,7 +182,6 @@ func (g *Gen) Reset() {
 		g.cache[i] = UngeneratedToken
 	}
 	g.ts.Reset()
-	g.ds.Reset()
 	g.npending = 0
 	g.rng = ops.NewRNG(g.opt.Seed)
 	g.stats = StepStats{}
@@ -181,7 +193,7 @@ func (g *Gen) Offset() int { return g.offset }
 // Err is the first error of the Weights the steps are computed from (nil
 // for the model's own weights). After an error the outputs are still right
 // (the host weights are used) but the run should stop.
-func (g *Gen) Err() error { return g.w.Err() }
+func (g *Gen) Err() error { return g.e.w.Err() }
 
 // Cache returns a copy of the token cache, [n_q+1][max_delay+3].
 func (g *Gen) Cache() [][]int {
@@ -204,6 +216,16 @@ func (g *Gen) Stats() StepStats { return g.stats }
 
 // Pending is the number of deferred positions waiting for the prefill.
 func (g *Gen) Pending() int { return g.npending }
+
+// Output is what the last step returned: the dep_q+1 output tokens (text,
+// agent codebooks, user codebooks) once offset > max_delay, owned by the Gen
+// and overwritten by the next step.
+func (g *Gen) Output() ([]int, bool) {
+	if !g.ok {
+		return nil, false
+	}
+	return g.out, true
+}
 
 func (g *Gen) set(k, col, tok int) {
 	g.cache[k*g.CT+col] = tok
@@ -260,143 +282,92 @@ func (g *Gen) Step(userCodes []int) (out []int, ok bool) {
 	return g.StepInput(Input{User: userCodes})
 }
 
-// Input is what one LMGen.step call is given; nil / !HasText = not provided.
-type Input struct {
-	User    []int // input_tokens: n_q − 8 user codes
-	Agent   []int // moshi_tokens: 8 agent codes
-	Text    int   // text_token, when HasText
-	HasText bool
-}
-
-// StepInput is LMGen.step with any combination of forced streams.
+// StepInput is LMGen.step with any combination of forced streams (a batch
+// of one: see Engine.Step).
 func (g *Gen) StepInput(in Input) (out []int, ok bool) {
-	g.stats = StepStats{}
-	if !g.prepare(in.User, in.Agent, in.Text, in.HasText) {
-		return nil, false
-	}
-	return g.run(nil)
+	e := g.e
+	e.one[0], e.oneIn[0] = g, in
+	e.Step(e.one[:], e.oneIn[:])
+	e.one[0], e.oneIn[0] = nil, Input{}
+	return g.Output()
 }
 
 // StepEmbeddings is LMGen.step_embeddings: the transformer input is emb
 // (len dim) instead of embedded tokens; every stream is forced (dummy audio,
 // text PAD), and the token cache is whatever the prompt leaves.
 func (g *Gen) StepEmbeddings(emb []float32) (out []int, ok bool) {
-	if len(emb) != g.m.Cfg.Dim {
-		panic(fmt.Sprintf("lm: embedding of %d values, dim is %d", len(emb), g.m.Cfg.Dim))
-	}
-	g.stats = StepStats{}
-	na := g.K - 1 - AudioTokensPerStream
-	for !g.prepare(g.dummyAudio[:na], g.dummyAudio[na:], TextPadToken, true) {
-	}
-	return g.run(emb)
+	return g.StepInput(Input{Emb: emb})
 }
 
-// run is the part of step / step_embeddings after prepare_step_input: the
-// transformer (or its deferral), process_transformer_output, the output gather.
-func (g *Gen) run(emb []float32) ([]int, bool) {
-	m, CT, dq := g.m, g.CT, g.m.Cfg.DepQ
-	in, tgt := (g.offset-1)%CT, g.offset%CT
+// begin runs prepare_step_input for in; false when the step returns before
+// the transformer (the first call after a reset).
+func (g *Gen) begin(in Input) bool {
+	g.stats = StepStats{}
+	g.ok = false
+	if in.Emb != nil {
+		if len(in.Emb) != g.m.Cfg.Dim {
+			panic(fmt.Sprintf("lm: embedding of %d values, dim is %d", len(in.Emb), g.m.Cfg.Dim))
+		}
+		na := g.K - 1 - AudioTokensPerStream
+		for !g.prepare(g.dummyAudio[:na], g.dummyAudio[na:], TextPadToken, true) {
+		}
+	} else if !g.prepare(in.User, in.Agent, in.Text, in.HasText) {
+		return false
+	}
+	g.emb = in.Emb
+	CT, dq := g.CT, g.m.Cfg.DepQ
+	g.in, g.tgt = (g.offset-1)%CT, g.offset%CT
 	tr := &g.trace
-	tr.Offset, tr.FromEmbeddings, tr.TextLogits, tr.Output = g.offset, emb != nil, nil, nil
+	tr.Offset, tr.FromEmbeddings, tr.TextLogits, tr.Output = g.offset, g.emb != nil, nil, nil
 	for j := range tr.AudioLogits {
 		tr.AudioLogits[j] = nil
 	}
-	allProvided := true
+	g.allProvided = true
 	for k := 0; k < g.K; k++ {
-		tr.Provided[k] = g.provided[k*CT+tgt]
+		tr.Provided[k] = g.provided[k*CT+g.tgt]
 		g.sampled[k] = -1
 		if k <= dq && !tr.Provided[k] {
-			allProvided = false
+			g.allProvided = false
 		}
 	}
-	x := g.x
-	if emb != nil {
-		copy(x, emb)
+	if g.emb != nil {
 		for k := range tr.Input {
 			tr.Input[k] = ZeroToken
 		}
 	} else {
 		for k := 0; k < g.K; k++ {
-			g.tokens[k] = g.cache[k*CT+in]
+			g.tokens[k] = g.cache[k*CT+g.in]
 		}
 		copy(tr.Input, g.tokens)
-		m.EmbedCodes(x, g.row, g.tokens)
-		g.stats.WeightBytes += int64(g.K) * int64(m.Cfg.Dim) * int64(m.TextEmb.DType.Size())
+		// embed_codes sums the audio embeddings, then the text embedding.
+		copy(g.ids, g.tokens[1:])
+		g.ids[g.K-1] = g.tokens[0]
+		g.stats.WeightBytes += int64(g.K) * int64(g.m.Cfg.Dim) * int64(g.m.TextEmb.DType.Size())
 	}
-	if g.recording {
-		g.recorded = append(g.recorded, slices.Clone(x))
+	// Which heads the step needs: the text head unless the text is
+	// provided; the depformer steps up to the last stream not provided
+	// (steps 8..15 in the user phase produce nothing that is kept).
+	g.textHead = !tr.Provided[0] || g.opt.Full
+	g.last = dq - 1
+	if !g.opt.Full {
+		for g.last >= 0 && tr.Provided[g.last+1] {
+			g.last--
+		}
 	}
-	if allProvided && !g.opt.StepwisePrompts {
-		// Nothing sampled is kept: defer the position into the prefill.
-		g.queue(x)
-		tr.Deferred = true
-	} else {
-		tr.Deferred = false
-		g.Flush()
-		w := g.w
-		w.BeginPass()
-		t0 := time.Now()
-		m.Transformer.ForwardFrom(w, g.ts, g.rows)
-		t1 := time.Now()
-		g.stats.TemporalTime += t1.Sub(t0)
-		g.stats.Transformer = true
-		g.stats.WeightBytes += g.temporalBytes
-		textProvided := tr.Provided[0]
-		textHead := !textProvided || g.opt.Full
-		// Depformer steps after the last stream that is not provided produce
-		// nothing that is kept: skip them (steps 8..15 in the user phase).
-		last := dq - 1
-		if !g.opt.Full {
-			for last >= 0 && tr.Provided[last+1] {
-				last--
-			}
-		}
-		// The head: out_norm feeds the text head and the depformer; nothing
-		// needs it when neither runs.
-		if textHead || last >= 0 {
-			hd := w.AcquireHead()
-			hd.OutNorm.Apply(g.h, x)
-			if textHead {
-				hd.TextLinear.MatVec(g.textLogits, g.h)
-			}
-			w.ReleaseHead()
-		}
-		if textHead {
-			g.stats.TextHead = true
-			g.stats.WeightBytes += m.TextLinear.Bytes()
-			tr.TextLogits = g.textLogits
-			if textProvided {
-				g.sampled[0] = ops.Argmax(g.textLogits)
-			} else {
-				g.sampled[0] = g.sampler.Sample(g.textLogits, g.opt.UseSampling, g.opt.TempText, g.opt.TopKText, g.rng)
-			}
-		}
-		prev := g.sampled[0]
-		if textProvided {
-			prev = g.cache[tgt]
-		}
-		g.ds.Reset()
-		for j := 0; j <= last; j++ {
-			k := j + 1
-			logits := g.audioLogits[j]
-			g.ds.StepWith(w.AcquireDepStep(j), j, g.h, prev, logits)
-			w.ReleaseDepStep(j)
-			g.stats.WeightBytes += m.Dep.StepBytes(j)
-			tr.AudioLogits[j] = logits
-			if tr.Provided[k] {
-				g.sampled[k] = ops.Argmax(logits)
-				prev = g.cache[k*CT+tgt]
-			} else {
-				g.sampled[k] = g.sampler.Sample(logits, g.opt.UseSampling, g.opt.Temp, g.opt.TopK, g.rng)
-				prev = g.sampled[k]
-			}
-		}
-		w.EndPass()
-		g.stats.DepSteps = last + 1
-		g.stats.HeadsTime += time.Since(t1)
-	}
+	return true
+}
+
+// deferred reports whether the step is only queued for the prefill.
+func (g *Gen) deferred() bool { return g.allProvided && !g.opt.StepwisePrompts }
+
+// finish is the part of the step after the transformer (or its deferral):
+// the cache update of process_transformer_output and the output gather.
+func (g *Gen) finish() {
+	CT, dq, tgt := g.CT, g.m.Cfg.DepQ, g.tgt
+	tr := &g.trace
+	tr.Deferred = g.deferred()
 	for k := 0; k < g.K; k++ {
-		g.provided[k*CT+in] = false
+		g.provided[k*CT+g.in] = false
 	}
 	for k := 0; k <= dq; k++ {
 		if !g.provided[k*CT+tgt] {
@@ -407,46 +378,66 @@ func (g *Gen) run(emb []float32) ([]int, bool) {
 	for k := range tr.Next {
 		tr.Next[k] = g.cache[k*CT+tgt]
 	}
-	ok := false
 	if g.offset > g.maxDelay {
 		for k := 0; k <= dq; k++ {
 			g.out[k] = g.cache[k*CT+(g.offset-g.maxDelay+g.delays[k])%CT]
 		}
-		ok = true
+		g.ok = true
 		tr.Output = g.out
 	}
 	g.offset++
+	g.emb = nil
 	if g.opt.Trace != nil {
 		g.opt.Trace(tr)
 	}
-	if !ok {
-		return nil, false
-	}
-	return g.out, true
 }
 
-func (g *Gen) queue(x []float32) {
-	if g.npending == len(g.pending) {
-		g.pending = append(g.pending, make([]float32, len(x)))
+// sampleText decides the text token from the downloaded text logits.
+func (g *Gen) sampleText() {
+	tr := &g.trace
+	g.stats.TextHead = true
+	g.stats.WeightBytes += g.m.TextLinear.Bytes()
+	tr.TextLogits = g.textLogits
+	if tr.Provided[0] {
+		g.sampled[0] = ops.Argmax(g.textLogits)
+	} else {
+		g.sampled[0] = g.sampler.Sample(g.textLogits, g.opt.UseSampling, g.opt.TempText, g.opt.TopKText, g.rng)
 	}
-	copy(g.pending[g.npending], x)
-	g.npending++
+}
+
+// prevText is the token depformer step 0 is fed: the text token decided
+// (or provided) this step.
+func (g *Gen) prevText() int {
+	if g.trace.Provided[0] {
+		return g.cache[g.tgt]
+	}
+	return g.sampled[0]
+}
+
+// sampleAudio decides stream j+1's token from depformer step j's logits
+// and returns the token step j+1 is fed.
+func (g *Gen) sampleAudio(j int) int {
+	k := j + 1
+	tr := &g.trace
+	logits := g.audioLogits[j]
+	g.stats.WeightBytes += g.m.Dep.StepBytes(j)
+	tr.AudioLogits[j] = logits
+	if tr.Provided[k] {
+		g.sampled[k] = ops.Argmax(logits)
+		return g.cache[k*g.CT+g.tgt]
+	}
+	g.sampled[k] = g.sampler.Sample(logits, g.opt.UseSampling, g.opt.Temp, g.opt.TopK, g.rng)
+	return g.sampled[k]
 }
 
 // Flush runs the deferred positions through the temporal transformer as one
-// causal prefill (nn.Transformer.ForwardSteps: each position sees the KV ring
-// as after its own write, exactly as step-by-step), without out_norm, text
-// head or depformer, whose outputs would all be discarded.
+// causal prefill (each position sees the KV ring as after its own write,
+// exactly as step-by-step), without out_norm, text head or depformer, whose
+// outputs would all be discarded. Engine.Step does this in the same pass as
+// the conversation's next step.
 func (g *Gen) Flush() {
 	if g.npending == 0 {
 		return
 	}
-	t0 := time.Now()
-	g.w.BeginPass()
-	g.m.Transformer.ForwardStepsFrom(g.w, g.ts, g.pending[:g.npending])
-	g.w.EndPass()
-	g.stats.TemporalTime += time.Since(t0)
-	g.stats.PrefillSteps += g.npending
-	g.stats.WeightBytes += g.temporalBytes
-	g.npending = 0
+	g.e.flush(g)
 }

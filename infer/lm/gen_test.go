@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 )
 
 // rec is one traced step.
@@ -35,7 +37,7 @@ func run(t *testing.T, m *Model, opt GenOptions, scenario string) *runResult {
 		}
 		res.recs = append(res.recs, r)
 	}
-	g := NewGen(m, opt)
+	g := NewGen(m, testBE, opt)
 	res.gen = g
 	p := SystemPrompt{TextIDs: textPromptIDs(t, scenario)}
 	if scenario == "run_wav" {
@@ -184,10 +186,12 @@ func TestPrefillMatchesStepwise(t *testing.T) {
 				if a.Rings[l].End != b.Rings[l].End {
 					t.Fatalf("layer %d: ring end %d vs %d", l, a.Rings[l].End, b.Rings[l].End)
 				}
-				for i := range a.Rings[l].K {
-					worst = math.Max(worst, math.Abs(float64(a.Rings[l].K[i]-b.Rings[l].K[i])))
-					worst = math.Max(worst, math.Abs(float64(a.Rings[l].V[i]-b.Rings[l].V[i])))
-					scale = math.Max(scale, math.Abs(float64(b.Rings[l].K[i])))
+				ak, av := cpu.KV(a.Rings[l])
+				bk, bv := cpu.KV(b.Rings[l])
+				for i := range ak {
+					worst = math.Max(worst, math.Abs(float64(ak[i]-bk[i])))
+					worst = math.Max(worst, math.Abs(float64(av[i]-bv[i])))
+					scale = math.Max(scale, math.Abs(float64(bk[i])))
 				}
 			}
 			if worst > 1e-5*scale {
@@ -209,7 +213,7 @@ func TestPrefillMatchesStepwise(t *testing.T) {
 }
 
 func runPromptsOnly(t *testing.T, m *Model, opt GenOptions, scenario string) *Gen {
-	g := NewGen(m, opt)
+	g := NewGen(m, testBE, opt)
 	p := SystemPrompt{TextIDs: textPromptIDs(t, scenario)}
 	if scenario == "run_wav" {
 		p.VoiceFrames = codes(t, tiny+"expected/mimi/voice_prompt_encode.safetensors")
@@ -300,7 +304,7 @@ func TestDepformerSkip(t *testing.T) {
 func TestEmptyTextPromptAndFirstCall(t *testing.T) {
 	m := tinyModel(t, "model.safetensors")
 	var n int
-	g := NewGen(m, GenOptions{Trace: func(*StepTrace) { n++ }})
+	g := NewGen(m, testBE, GenOptions{Trace: func(*StepTrace) { n++ }})
 	frames := codes(t, tiny+"expected/mimi/voice_prompt_encode.safetensors")
 	if err := g.StepSystemPrompts(SystemPrompt{VoiceFrames: frames}); err != nil {
 		t.Fatal(err)
@@ -338,7 +342,7 @@ func TestStepAllocs(t *testing.T) {
 // saved prompt continues identically.
 func TestVoicePromptSaving(t *testing.T) {
 	m := tinyModel(t, "model.safetensors")
-	g := NewGen(m, GenOptions{})
+	g := NewGen(m, testBE, GenOptions{})
 	embs, cache, err := g.StepVoicePromptCodesSaving(codes(t, tiny+"expected/mimi/voice_prompt_encode.safetensors"))
 	if err != nil {
 		t.Fatal(err)

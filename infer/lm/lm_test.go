@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
-	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -27,22 +26,22 @@ func TestLoadPatches(t *testing.T) {
 	if len(dep8.Expanded) != 4 || len(dep8.Replaced) != 55 {
 		t.Fatalf("dep8: %d expanded, %d replaced; the reference logs 4 and 55", len(dep8.Expanded), len(dep8.Replaced))
 	}
-	same := func(a, b ops.Mat) bool {
-		return a.Rows == b.Rows && a.Cols == b.Cols && relErr(a.Float32s(), b.Float32s()) == 0
+	same := func(a, b *backend.Weight) bool {
+		return a.Rows == b.Rows && a.Cols == b.Cols && bytes.Equal(a.Host, b.Host)
 	}
-	alias := func(a, b ops.Mat) bool { return matPtr(a) != 0 && matPtr(a) == matPtr(b) } // same memory
+	alias := func(a, b *backend.Weight) bool { return len(a.Host) > 0 && &a.Host[0] == &b.Host[0] } // same memory
 	d, f := dep8.Dep, full.Dep
 	for i := 0; i < 8; i++ {
-		for li := range d.Layers {
-			l, lf := d.Layers[li], f.Layers[li]
+		for li := range d.steps[0].Layers {
+			l8, l, lf := d.steps[8+i].Layers[li], d.steps[i].Layers[li], f.steps[i].Layers[li]
 			checks := []struct {
 				name      string
-				a, b, ref ops.Mat
+				a, b, ref *backend.Weight
 			}{
-				{"in_proj", l.InProj[8+i], l.InProj[i], lf.InProj[i]},
-				{"out_proj", l.OutProj[8+i], l.OutProj[i], lf.OutProj[i]},
-				{"gating.in", l.GateIn[8+i], l.GateIn[i], lf.GateIn[i]},
-				{"gating.out", l.GateOut[8+i], l.GateOut[i], lf.GateOut[i]},
+				{"in_proj", l8.InProj, l.InProj, lf.InProj},
+				{"out_proj", l8.OutProj, l.OutProj, lf.OutProj},
+				{"gating.in", l8.GateIn, l.GateIn, lf.GateIn},
+				{"gating.out", l8.GateOut, l.GateOut, lf.GateOut},
 			}
 			for _, c := range checks {
 				if !alias(c.a, c.b) || !same(c.a, c.ref) {
@@ -50,14 +49,14 @@ func TestLoadPatches(t *testing.T) {
 				}
 			}
 		}
-		if !alias(d.In[8+i], d.In[i]) || !alias(d.Linears[8+i], d.Linears[i]) || !same(d.Linears[8+i], f.Linears[i]) {
+		if !alias(d.steps[8+i].In, d.steps[i].In) || !alias(d.steps[8+i].Linear, d.steps[i].Linear) || !same(d.steps[8+i].Linear, f.steps[i].Linear) {
 			t.Fatalf("depformer_in / linears step %d", 8+i)
 		}
 		if i < 7 && (!alias(d.Emb[8+i], d.Emb[i]) || !same(d.Emb[8+i], f.Emb[i])) {
 			t.Fatalf("depformer_emb %d", 8+i)
 		}
 	}
-	if alias(f.Layers[0].InProj[8], f.Layers[0].InProj[0]) {
+	if alias(f.steps[8].Layers[0].InProj, f.steps[0].Layers[0].InProj) {
 		t.Fatal("full checkpoint: step 8 aliases step 0")
 	}
 	// A true original 8-step checkpoint lacks depformer_emb.7, which no patch
@@ -98,18 +97,6 @@ func TestLoadPatches(t *testing.T) {
 	}
 }
 
-// matPtr is the address of a matrix's first element (views share it), read
-// by reflection from whichever slice field holds the data.
-func matPtr(m ops.Mat) uintptr {
-	v := reflect.ValueOf(m)
-	for i := 0; i < v.NumField(); i++ {
-		if f := v.Field(i); f.Kind() == reflect.Slice && f.Len() > 0 {
-			return f.Pointer()
-		}
-	}
-	return 0
-}
-
 // Layer by layer against lm_trace.safetensors (run_wav's rows replayed
 // teacher-forced from the reset), and the first depformer step of row 96.
 func TestLMTrace(t *testing.T) {
@@ -132,8 +119,10 @@ func TestLMTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, st0 := m.NewState(), tr0.NewState()
-	x, x0, h, row := make([]float32, c.Dim), make([]float32, c.Dim), make([]float32, c.Dim), make([]float32, c.Dim)
+	hs := newHost(m)
+	sc0 := tr0.NewScratch(testBE)
+	st, st0 := m.Transformer.NewState(testBE), tr0.NewState(testBE)
+	x, x0, h := make([]float32, c.Dim), make([]float32, c.Dim), make([]float32, c.Dim)
 	logits := make([]float32, m.TextLinear.Rows)
 	worst := 0.0
 	check := func(name string, got, want []float32) {
@@ -148,7 +137,7 @@ func TestLMTrace(t *testing.T) {
 		if s.Offset[r] != r-2 {
 			t.Fatalf("row %d: offset %d", r, s.Offset[r])
 		}
-		m.EmbedCodes(x, row, s.Input[r])
+		hs.embedCodes(x, s.Input[r])
 		copy(x0, x)
 		p := fmt.Sprintf("row%d.", r)
 		rec := f.Has(p + "embedding_sum")
@@ -159,9 +148,8 @@ func TestLMTrace(t *testing.T) {
 			}
 			check(p+"embedding_sum", x, floats(t, f, p+"embedding_sum"))
 		}
-		tr0.Forward(st0, [][]float32{x0})
-		m.Temporal(st, x, h)
-		m.TextLogits(logits, h)
+		hs.temporal(tr0, sc0, st0, x0)
+		hs.step(st, x, h, logits)
 		if !rec {
 			continue
 		}
@@ -170,14 +158,12 @@ func TestLMTrace(t *testing.T) {
 		check(p+"out_norm_out", h, floats(t, f, p+"out_norm_out"))
 		check(p+"text_logits", logits, floats(t, f, p+"text_logits"))
 		if r == 96 {
-			ds := m.Dep.NewState()
+			ds := m.Dep.Tr.NewState(testBE)
 			in := make([]float32, m.Dep.Dim)
-			ds.Input(in, 0, h, s.Next[96][0])
-			check(p+"depformer0_input", in, floats(t, f, p+"depformer0_input"))
 			outs := map[int][]float32{}
-			ds.LayerOut = func(step, layer int, v []float32) { outs[layer] = append([]float32(nil), v...) }
 			dl := make([]float32, c.Card)
-			ds.Step(0, h, s.Next[96][0], dl)
+			hs.depStep(ds, 0, h, s.Next[96][0], in, dl, func(layer int, v []float32) { outs[layer] = v })
+			check(p+"depformer0_input", in, floats(t, f, p+"depformer0_input"))
 			check(p+"depformer0_layer0_out", outs[0], floats(t, f, p+"depformer0_layer0_out"))
 			check(p+"depformer0_layer1_out", outs[1], floats(t, f, p+"depformer0_layer1_out"))
 			check(p+"depformer0_logits", dl, floats(t, f, p+"depformer0_logits"))
@@ -200,8 +186,9 @@ func toF(v []int) []float32 {
 // row's text logits and the logits of all dep_q depformer steps to visit.
 func teacherForce(t *testing.T, m *Model, s *steps, embeddings [][]float32, visit func(r int, text []float32, audio [][]float32)) {
 	c := m.Cfg
-	st, ds := m.NewState(), m.Dep.NewState()
-	x, h, row := make([]float32, c.Dim), make([]float32, c.Dim), make([]float32, c.Dim)
+	hs := newHost(m)
+	st, ds := m.Transformer.NewState(testBE), m.Dep.Tr.NewState(testBE)
+	x, h := make([]float32, c.Dim), make([]float32, c.Dim)
 	text := make([]float32, m.TextLinear.Rows)
 	audio := make([][]float32, c.DepQ)
 	for j := range audio {
@@ -214,13 +201,12 @@ func teacherForce(t *testing.T, m *Model, s *steps, embeddings [][]float32, visi
 		if s.FromEmb[r] {
 			copy(x, embeddings[s.EmbIndex[r]])
 		} else {
-			m.EmbedCodes(x, row, s.Input[r])
+			hs.embedCodes(x, s.Input[r])
 		}
-		m.Temporal(st, x, h)
-		m.TextLogits(text, h)
+		hs.step(st, x, h, text)
 		ds.Reset()
 		for j := 0; j < c.DepQ; j++ {
-			ds.Step(j, h, s.Next[r][j], audio[j])
+			hs.depStep(ds, j, h, s.Next[r][j], nil, audio[j], nil)
 		}
 		visit(r, text, audio)
 	}

@@ -2,22 +2,24 @@
 // LMModel, LMGen), the checkpoint loading of loaders.get_moshi_lm and the
 // sampling of utils/sampling.py.
 //
-// Model holds the weights (memory-mapped, never copied) and the stateless
-// forward pieces: embed_codes, the temporal transformer + out_norm,
-// text_linear, and the depformer. Gen is LMGen: every bit of streaming state
-// (token cache, provided flags, offset, temporal KV rings, RNG) lives in it
-// explicitly. Activations and accumulation are float32; bf16 weights are
-// widened exactly, which is what makes parity with the float32 reference
-// fixtures possible. (The Python tool on a GPU computes in bf16, so on real
-// weights the two tools are close but not bit-identical.)
+// Model holds the weights (memory-mapped, never copied) and the shape:
+// embed_codes, the temporal transformer + out_norm, text_linear, and the
+// depformer. Engine computes lockstep steps of many conversations on a
+// backend; Gen is LMGen for one conversation: every bit of its streaming
+// state (token cache, provided flags, offset, temporal KV rings, RNG) lives
+// in it explicitly. Activations and accumulation are float32; bf16 weights
+// are widened exactly, which is what makes parity with the float32
+// reference fixtures possible. (The Python tool on a GPU computes in bf16,
+// so on real weights the two tools are close but not bit-identical.)
 package lm
 
 import (
 	"fmt"
+	"path/filepath"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
-	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -25,7 +27,7 @@ import (
 const AudioTokensPerStream = 8
 
 // ZeroToken is the token whose embedding is an exact zero vector (zero_token_id).
-const ZeroToken = -1
+const ZeroToken = backend.ZeroToken
 
 // UngeneratedToken marks a cache cell that was never written (ungenerated_token_id).
 const UngeneratedToken = -2
@@ -44,31 +46,84 @@ var SineTokens = [AudioTokensPerStream]int{430, 1268, 381, 1611, 1095, 1495, 56,
 type Model struct {
 	Cfg config.LM
 
-	Emb         []ops.Mat // n_q × [card+1, dim]; row card = initial token
-	TextEmb     ops.Mat   // [text_card+1, dim]; row text_card = initial token
+	Emb         []*backend.Weight // n_q × [card+1, dim]; row card = initial token
+	TextEmb     *backend.Weight   // [text_card+1, dim]; row text_card = initial token
 	Transformer *nn.Transformer
-	OutNorm     Norm
-	TextLinear  ops.Mat // [text_card(+1), dim]
+	OutNorm     backend.Norm
+	TextLinear  *backend.Weight // [text_card(+1), dim]
 	Dep         *Depformer
 
 	// Report of the checkpoint patches applied at load (get_moshi_lm's
 	// "Expanding" / "Replacing" log lines).
 	Expanded, Replaced []string
 
-	file *weights.File // the checkpoint the weights are views of
-	head Head          // OutNorm and TextLinear, as the host Weights hand them out
-	host *hostWeights
+	file   *weights.File // the checkpoint the weights are views of
+	head   Head          // OutNorm and TextLinear, as the host Weights hand them out
+	host   *hostWeights
+	tables []*backend.Weight // Emb then TextEmb: embed_codes' order
 }
 
-// Norm is create_norm_fn(norm, dim), shared with infer/nn.
-type Norm = nn.Norm
+// Shape is what the tensor declaration of a checkpoint depends on beyond
+// the config: the rows of text_linear (text_card, or text_card + 1 when the
+// tokenizer has no padding id of its own) and the depformer steps its
+// attention projections hold (dep_q, or dep_q/2 for an 8-step checkpoint).
+type Shape struct {
+	TextLinearRows int
+	DepStepsHeld   int
+}
 
-func getMat(f *weights.File, name string, shape ...int) (ops.Mat, error) {
-	t, err := f.Get(name, shape...)
-	if err != nil {
-		return ops.Mat{}, err
+// FullShape is the shape of a checkpoint as LMModel.state_dict() writes it.
+func FullShape(c *config.LM) Shape { return Shape{TextLinearRows: c.TextCard, DepStepsHeld: c.DepQ} }
+
+// Tensors declares every tensor of the model (bound to m's fields) in the
+// checkpoint's canonical names: the one place the LM's names and shapes
+// are written. The temporal layers and depformer steps are nn's
+// LayerTensors; per-step names of steps 8..15 may be aliases in an 8-step
+// checkpoint (resolved by Load).
+func (m *Model) Tensors(sh Shape) ([]nn.TensorRef, error) {
+	c := &m.Cfg
+	D := c.Dim
+	var refs []nn.TensorRef
+	m.Emb = make([]*backend.Weight, c.NQ)
+	for i := range m.Emb {
+		refs = append(refs, nn.Mat(&m.Emb[i], fmt.Sprintf("emb.%d.weight", i), c.Card+1, D))
 	}
-	return ops.NewMat(t)
+	refs = append(refs, nn.Mat(&m.TextEmb, "text_emb.weight", c.TextCard+1, D))
+	tr, err := nn.NewTransformer(m.temporalConfig())
+	if err != nil {
+		return nil, fmt.Errorf("transformer: %v", err)
+	}
+	m.Transformer = tr
+	tr.Layers = make([]*nn.Layer, c.NumLayers)
+	for i := range tr.Layers {
+		tr.Layers[i] = &nn.Layer{}
+		refs = append(refs, tr.LayerTensors(tr.Layers[i], "transformer", i, -1, 0)...)
+	}
+	refs = append(refs, m.HeadTensors(&m.OutNorm, &m.TextLinear, sh.TextLinearRows)...)
+	if m.Dep, err = newDepformer(c); err != nil {
+		return nil, err
+	}
+	refs = append(refs, m.Dep.tableTensors(c)...)
+	for j := range m.Dep.steps {
+		refs = append(refs, m.Dep.StepTensors(c, &m.Dep.steps[j], j, sh.DepStepsHeld)...)
+	}
+	return refs, nil
+}
+
+// HeadTensors declares the output head (out_norm, text_linear) bound to
+// norm and lin.
+func (m *Model) HeadTensors(norm *backend.Norm, lin **backend.Weight, textRows int) []nn.TensorRef {
+	refs, _ := nn.NormTensors(norm, m.Cfg.Norm, "out_norm", m.Cfg.Dim) // the kind was checked by NewTransformer
+	return append(refs, nn.Mat(lin, "text_linear.weight", textRows, m.Cfg.Dim))
+}
+
+func (m *Model) temporalConfig() nn.TransformerConfig {
+	c := &m.Cfg
+	return nn.TransformerConfig{
+		DModel: c.Dim, NumHeads: c.NumHeads, NumLayers: c.NumLayers, DimFeedforward: c.DimFeedforward(),
+		Context: c.Context, Norm: c.Norm, LayerScale: c.LayerScale != nil, Gating: c.Gating,
+		PosEmb: c.PosEmb, MaxPeriod: c.MaxPeriod,
+	}
 }
 
 // LoadFile opens a safetensors checkpoint and loads it (see Load). The file
@@ -86,13 +141,13 @@ func LoadFile(cfg *config.LM, path string) (*Model, error) {
 	return m, nil
 }
 
-// Load binds the tensors of an LMModel checkpoint, checking every shape. As
-// get_moshi_lm does, it accepts checkpoints whose depformer holds fewer steps
-// than dep_q (an 8-step Moshi checkpoint for dep_q 16): "Patch 1" (the
-// depformer self-attention weights concatenated with themselves) and
-// "Patch 2" (missing per-step gating / linears / depformer_in /
-// depformer_emb 8+i taken from i) are applied as aliases of the mapped
-// tensors, never as copies.
+// Load binds the tensors of an LMModel checkpoint (as Tensors declares
+// them), checking every shape. As get_moshi_lm does, it accepts checkpoints
+// whose depformer holds fewer steps than dep_q (an 8-step Moshi checkpoint
+// for dep_q 16): "Patch 1" (the depformer self-attention weights
+// concatenated with themselves) and "Patch 2" (missing per-step gating /
+// linears / depformer_in / depformer_emb 8+i taken from i) are applied as
+// aliases of the mapped tensors, never as copies.
 func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 	c := *cfg
 	c.Delays = append([]int(nil), cfg.Delays...)
@@ -101,42 +156,52 @@ func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 	}
 	m := &Model{Cfg: c, file: f}
 	m.host = &hostWeights{m}
-	D := c.Dim
-	var err error
-	for i := 0; i < c.NQ; i++ {
-		e, err := getMat(f, fmt.Sprintf("emb.%d.weight", i), c.Card+1, D)
-		if err != nil {
-			return nil, err
+	sh := FullShape(&c)
+	if t, err := f.Get("text_linear.weight"); err == nil && len(t.Shape) == 2 && t.Shape[0] == c.TextCard+1 {
+		sh.TextLinearRows = c.TextCard + 1
+	}
+	if t, err := f.Get("depformer.layers.0.self_attn.in_proj_weight"); err == nil && len(t.Shape) == 2 && 2*t.Shape[0] == c.DepQ*3*c.DepformerDim {
+		sh.DepStepsHeld = c.DepQ / 2
+		for l := 0; l < c.DepformerNumLayers; l++ {
+			p := fmt.Sprintf("depformer.layers.%d.self_attn.", l)
+			m.Expanded = append(m.Expanded, p+"in_proj_weight", p+"out_proj.weight")
 		}
-		m.Emb = append(m.Emb, e)
 	}
-	if m.TextEmb, err = getMat(f, "text_emb.weight", c.TextCard+1, D); err != nil {
-		return nil, err
-	}
-	m.Transformer, err = nn.LoadTransformer(f, "transformer", nn.TransformerConfig{
-		DModel: D, NumHeads: c.NumHeads, NumLayers: c.NumLayers, DimFeedforward: c.DimFeedforward(),
-		Context: c.Context, Norm: c.Norm, LayerScale: c.LayerScale != nil, Gating: c.Gating,
-		PosEmb: c.PosEmb, MaxPeriod: c.MaxPeriod,
-	})
+	refs, err := m.Tensors(sh)
 	if err != nil {
 		return nil, err
 	}
-	if m.OutNorm, err = nn.LoadNorm(f, c.Norm, "out_norm", D); err != nil {
-		return nil, err
+	seen := map[string]bool{}
+	get := func(name string, shape ...int) (*weights.Tensor, error) {
+		src, err := m.resolve(f, name)
+		if err != nil {
+			return nil, err
+		}
+		if src != name && !seen[name] {
+			m.Replaced = append(m.Replaced, name+" <- "+src)
+		}
+		seen[name] = true
+		return f.Get(src, shape...)
 	}
-	// text_card + 1 rows when the tokenizer has no padding id of its own.
-	rows := c.TextCard
-	if t, err := f.Get("text_linear.weight"); err == nil && len(t.Shape) == 2 && t.Shape[0] == c.TextCard+1 {
-		rows = c.TextCard + 1
-	}
-	if m.TextLinear, err = getMat(f, "text_linear.weight", rows, D); err != nil {
-		return nil, err
-	}
-	if m.Dep, err = loadDepformer(f, &c, m); err != nil {
+	if err := nn.BindTensors(refs, get); err != nil {
 		return nil, err
 	}
 	m.head = Head{OutNorm: m.OutNorm, TextLinear: m.TextLinear}
+	m.tables = append(append([]*backend.Weight(nil), m.Emb...), m.TextEmb)
 	return m, nil
+}
+
+// resolve is the checkpoint name of tensor name: itself, or for a per-step
+// module "<group>.<n>.…" missing for n in 8..15, "<group>.<n−8>.…" (Patch 2
+// of get_moshi_lm).
+func (m *Model) resolve(f *weights.File, name string) (string, error) {
+	if f.Has(name) {
+		return name, nil
+	}
+	if src, ok := stepAlias(name); ok && f.Has(src) {
+		return src, nil
+	}
+	return "", fmt.Errorf("%s: missing tensor %q", filepath.Base(f.Path), name)
 }
 
 func validate(c *config.LM) error {
@@ -176,48 +241,16 @@ func (m *Model) InitialToken(k int) int {
 	return m.Cfg.Card
 }
 
-// addEmbedding adds row tok of e into dst; ZeroToken (and any negative token,
-// as the reference clamps then zeroes only −1) contributes an exact zero.
-func addEmbedding(dst, row []float32, e ops.Mat, tok int) {
-	if tok == ZeroToken {
-		return
-	}
-	if tok < 0 || tok >= e.Rows {
-		panic(fmt.Sprintf("lm: token %d out of range for an embedding of %d rows", tok, e.Rows))
-	}
-	e.Row(tok, row)
-	ops.Add(dst, row)
-}
-
-// EmbedCodes is embed_codes for one position: the sum of the n_q audio
-// embeddings (tokens[1..n_q]) and then the text embedding (tokens[0]), in the
-// reference's order. row is a scratch of len dim.
-func (m *Model) EmbedCodes(dst, row []float32, tokens []int) {
-	clear(dst)
-	for q := 0; q < m.Cfg.NQ; q++ {
-		addEmbedding(dst, row, m.Emb[q], tokens[q+1])
-	}
-	addEmbedding(dst, row, m.TextEmb, tokens[0])
-}
-
-// NewState returns a fresh temporal transformer state.
-func (m *Model) NewState() *nn.TransformerState { return m.Transformer.NewState() }
-
-// Temporal runs one streaming step of the temporal transformer on x (in
-// place) and writes out_norm(x) into h: forward_embeddings without the text head.
-func (m *Model) Temporal(st *nn.TransformerState, x, h []float32) {
-	m.Transformer.Forward(st, [][]float32{x})
-	m.OutNorm.Apply(h, x)
-}
-
-// TextLogits is text_linear(h).
-func (m *Model) TextLogits(dst, h []float32) { m.TextLinear.MatVec(dst, h) }
+// EmbedTables are embed_codes' tables in its order of summation: the n_q
+// audio embeddings, then the text embedding. Token ids for a position go
+// in that order too: audio streams 1..n_q, then the text stream 0.
+func (m *Model) EmbedTables() []*backend.Weight { return m.tables }
 
 // TemporalBytes is the weight storage the temporal transformer reads per step.
 func (m *Model) TemporalBytes() int64 {
 	var n int64
-	for i := range m.Transformer.Layers {
-		n += m.Transformer.LayerBytes(i)
+	for _, l := range m.Transformer.Layers {
+		n += nn.LayerBytes(l)
 	}
 	return n
 }

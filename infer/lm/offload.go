@@ -1,14 +1,10 @@
 package lm
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 
-	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
-	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
@@ -49,12 +45,15 @@ type Placed struct {
 	err    error
 }
 
-// binding is where, in a unit's packed bytes, each tensor its binder takes
-// lies: ts[k] is part parts[k] of the unit, at spans[parts[k]].
+// binding is where, in a unit's packed bytes, each tensor the model
+// declares for the unit (refs, bound to the Placed's own layers, head or
+// depformer steps) lies: ts[k] is part parts[k] of the unit, at
+// spans[parts[k]].
 type binding struct {
 	unit  offload.Unit
 	spans []offload.Span
 	parts []int
+	refs  []nn.TensorRef
 	ts    []weights.Tensor
 }
 
@@ -162,19 +161,17 @@ func NewPlaced(m *Model, plan *offload.Plan, dev *offload.SimDevice) (*Placed, e
 			return nil, fmt.Errorf("offload: %w (offload needs a bf16 checkpoint)", err)
 		}
 		p.host[i] = blob
-		var names []string
+		var refs []nn.TensorRef
 		switch {
 		case i < c.NumLayers:
-			for _, s := range m.Transformer.LayerTensors("transformer", i) {
-				names = append(names, s.Name)
-			}
 			p.layers[i] = &nn.Layer{}
+			refs = m.Transformer.LayerTensors(p.layers[i], "transformer", i, -1, 0)
 		case i == c.NumLayers:
-			names = append(normNames(c.Norm, "out_norm"), "text_linear.weight")
+			refs = m.HeadTensors(&p.head.OutNorm, &p.head.TextLinear, c.TextCard)
 		default:
-			names = depStepNames(c, i-c.NumLayers-1)
+			refs = m.Dep.StepTensors(c, &p.deps[i-c.NumLayers-1], i-c.NumLayers-1, c.DepQ)
 		}
-		b, err := newBinding(u, spans, names)
+		b, err := newBinding(u, spans, refs)
 		if err != nil {
 			return nil, fmt.Errorf("offload: %w", err)
 		}
@@ -230,63 +227,25 @@ func (m *Model) packGetter() func(string) ([]byte, error) {
 	}
 }
 
-func normNames(kind, prefix string) []string {
-	if strings.HasPrefix(kind, "rms_norm") {
-		return []string{prefix + ".alpha"}
-	}
-	return []string{prefix + ".weight", prefix + ".bias"}
-}
-
-// depStepNames lists the tensors bindDepStep takes, in its order.
-func depStepNames(c *config.LM, j int) []string {
-	in := "depformer_in.0.weight"
-	if c.DepformerMultiLinear {
-		in = fmt.Sprintf("depformer_in.%d.weight", j)
-	}
-	names := []string{in}
-	for l := 0; l < c.DepformerNumLayers; l++ {
-		p := fmt.Sprintf("depformer.layers.%d.", l)
-		names = append(names, normNames(c.Norm, p+"norm1")...)
-		names = append(names, normNames(c.Norm, p+"norm2")...)
-		if c.DepformerLayerScale != nil {
-			names = append(names, p+"layer_scale_1.scale", p+"layer_scale_2.scale")
-		}
-		names = append(names, p+"self_attn.in_proj_weight", p+"self_attn.out_proj.weight",
-			fmt.Sprintf("%sgating.%d.linear_in.weight", p, j), fmt.Sprintf("%sgating.%d.linear_out.weight", p, j))
-	}
-	return append(names, fmt.Sprintf("linears.%d.weight", j))
-}
-
-func newBinding(u offload.Unit, spans []offload.Span, names []string) (binding, error) {
-	b := binding{unit: u, spans: spans}
+func newBinding(u offload.Unit, spans []offload.Span, refs []nn.TensorRef) (binding, error) {
+	b := binding{unit: u, spans: spans, refs: refs}
 	idx := map[string]int{}
 	for k, p := range u.Parts {
 		idx[p.Tensor] = k
 	}
-	for _, n := range names {
-		k, ok := idx[n]
+	for _, r := range refs {
+		k, ok := idx[r.Name]
 		if !ok {
-			return b, fmt.Errorf("unit %s has no tensor %s", u.Name, n)
+			return b, fmt.Errorf("unit %s has no tensor %s", u.Name, r.Name)
 		}
 		p := u.Parts[k]
-		shape := p.Shape
-		if p.Row1-p.Row0 != shapeRows(p.Shape) {
-			shape = []int{p.Row1 - p.Row0, p.Cols}
-		}
 		b.parts = append(b.parts, k)
-		b.ts = append(b.ts, weights.Tensor{Name: n, DType: weights.BF16, Shape: shape})
+		b.ts = append(b.ts, weights.Tensor{Name: r.Name, DType: weights.BF16, Shape: []int{p.Row1 - p.Row0, p.Cols}})
 	}
-	if len(names) != len(u.Parts) {
-		return b, fmt.Errorf("unit %s has %d tensors, the model reads %d of them", u.Name, len(u.Parts), len(names))
+	if len(refs) != len(u.Parts) {
+		return b, fmt.Errorf("unit %s has %d tensors, the model reads %d of them", u.Name, len(u.Parts), len(refs))
 	}
 	return b, nil
-}
-
-func shapeRows(shape []int) int {
-	if len(shape) == 1 {
-		return 1
-	}
-	return shape[0]
 }
 
 // bind points unit u's weights (p.layers, p.head or p.deps) at view.
@@ -295,130 +254,11 @@ func (p *Placed) bind(u int, view []byte) error {
 	for k := range b.ts {
 		sp := b.spans[b.parts[k]]
 		b.ts[k].Data = view[sp.Offset : sp.Offset+sp.Bytes : sp.Offset+sp.Bytes]
-	}
-	switch {
-	case u < p.nLayers:
-		return p.m.Transformer.BindLayer(p.layers[u], b.ts)
-	case u == p.nLayers:
-		return bindHead(&p.head, &p.m.head, b.ts)
-	default:
-		j := u - p.nLayers - 1
-		return bindDepStep(&p.deps[j], &p.m.Dep.steps[j], b.ts)
-	}
-}
-
-// tensors hands bind's tensors out one by one.
-type tensors struct {
-	ts []weights.Tensor
-	k  int
-}
-
-func (t *tensors) next() (*weights.Tensor, error) {
-	if t.k >= len(t.ts) {
-		return nil, fmt.Errorf("binding: %d tensors, more needed", len(t.ts))
-	}
-	t.k++
-	return &t.ts[t.k-1], nil
-}
-
-func (t *tensors) mat(dst *ops.Mat, like ops.Mat) error {
-	w, err := t.next()
-	if err != nil {
-		return err
-	}
-	m, err := ops.NewMat(w)
-	if err != nil {
-		return err
-	}
-	if m.Rows != like.Rows || m.Cols != like.Cols {
-		return fmt.Errorf("%s is [%d, %d], the model's is [%d, %d]", w.Name, m.Rows, m.Cols, like.Rows, like.Cols)
-	}
-	*dst = m
-	return nil
-}
-
-func (t *tensors) vec(dst *[]float32, n int) error {
-	w, err := t.next()
-	if err != nil {
-		return err
-	}
-	if w.Numel() != n || len(w.Data) != 2*n {
-		return fmt.Errorf("%s has %d elements, %d expected", w.Name, w.Numel(), n)
-	}
-	if cap(*dst) < n {
-		*dst = make([]float32, n)
-	}
-	out := (*dst)[:n]
-	for i := range out {
-		out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(w.Data[2*i:])) << 16)
-	}
-	*dst = out
-	return nil
-}
-
-func (t *tensors) norm(dst *Norm, like *Norm) error {
-	dst.RMS, dst.Eps = like.RMS, like.Eps
-	if err := t.vec(&dst.W, len(like.W)); err != nil {
-		return err
-	}
-	if like.RMS {
-		return nil
-	}
-	return t.vec(&dst.B, len(like.B))
-}
-
-func (t *tensors) done() error {
-	if t.k != len(t.ts) {
-		return fmt.Errorf("binding: %d tensors, %d used", len(t.ts), t.k)
-	}
-	return nil
-}
-
-func bindHead(dst, like *Head, ts []weights.Tensor) error {
-	t := tensors{ts: ts}
-	if err := t.norm(&dst.OutNorm, &like.OutNorm); err != nil {
-		return err
-	}
-	if err := t.mat(&dst.TextLinear, like.TextLinear); err != nil {
-		return err
-	}
-	return t.done()
-}
-
-func bindDepStep(dst, like *DepStep, ts []weights.Tensor) error {
-	t := tensors{ts: ts}
-	if err := t.mat(&dst.In, like.In); err != nil {
-		return err
-	}
-	if len(dst.Layers) != len(like.Layers) {
-		dst.Layers = make([]DepStepLayer, len(like.Layers))
-	}
-	for l := range like.Layers {
-		d, w := &dst.Layers[l], &like.Layers[l]
-		if err := t.norm(&d.Norm1, &w.Norm1); err != nil {
+		if err := nn.BindTensor(b.refs[k], &b.ts[k]); err != nil {
 			return err
 		}
-		if err := t.norm(&d.Norm2, &w.Norm2); err != nil {
-			return err
-		}
-		if w.Scale1 != nil {
-			if err := t.vec(&d.Scale1, len(w.Scale1)); err != nil {
-				return err
-			}
-			if err := t.vec(&d.Scale2, len(w.Scale2)); err != nil {
-				return err
-			}
-		}
-		for _, m := range []struct{ dst, like *ops.Mat }{{&d.InProj, &w.InProj}, {&d.OutProj, &w.OutProj}, {&d.GateIn, &w.GateIn}, {&d.GateOut, &w.GateOut}} {
-			if err := t.mat(m.dst, *m.like); err != nil {
-				return err
-			}
-		}
 	}
-	if err := t.mat(&dst.Linear, like.Linear); err != nil {
-		return err
-	}
-	return t.done()
+	return nil
 }
 
 // fail records the first error; from then on the host weights are handed

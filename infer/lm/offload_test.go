@@ -41,7 +41,7 @@ func bitsOf(x []float32) []uint32 {
 }
 
 // runTraced runs a scenario (prompts, then every user frame) and records it.
-func runTraced(t *testing.T, m *Model, opt GenOptions, scenario string) ([]traced, *Gen) {
+func runTraced(t *testing.T, m *Model, opt GenOptions, scenario string, w ...Weights) ([]traced, *Gen) {
 	t.Helper()
 	var recs []traced
 	var g *Gen
@@ -55,7 +55,11 @@ func runTraced(t *testing.T, m *Model, opt GenOptions, scenario string) ([]trace
 		r.depSteps, r.transformer = st.DepSteps, st.Transformer
 		recs = append(recs, r)
 	}
-	g = NewGen(m, opt)
+	var wt Weights
+	if len(w) > 0 {
+		wt = w[0]
+	}
+	g = NewEngine(m, testBE, wt).NewGen(opt)
 	p := SystemPrompt{TextIDs: textPromptIDs(t, scenario)}
 	if scenario == "run_wav" {
 		p.VoiceFrames = codes(t, tiny+"expected/mimi/voice_prompt_encode.safetensors")
@@ -280,8 +284,7 @@ func TestPlacedRunsBitIdentical(t *testing.T) {
 			t.Run(sc.name+"/"+pc.name, func(t *testing.T) {
 				pl := placedFor(t, m, units, fig, pc.where)
 				opt := sc.opt
-				opt.Weights = pl
-				got, g := runTraced(t, m, opt, sc.scenario)
+				got, g := runTraced(t, m, opt, sc.scenario, pl)
 				if err := g.Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -356,8 +359,7 @@ func TestSimBudgets(t *testing.T) {
 						t.Fatalf("plan %s at %d bytes: %v", pl.Plan().Summary(), b.budget, err)
 					}
 					o := opt
-					o.Weights = pl
-					got, g := runTraced(t, m, o, "run_pt")
+					got, g := runTraced(t, m, o, "run_pt", pl)
 					if err := g.Err(); err != nil {
 						t.Fatal(err)
 					}
@@ -394,8 +396,7 @@ func TestPlacedFullAndMissingSteps(t *testing.T) {
 	}
 	pl := placedFor(t, m, units, fig, where)
 	o := opt
-	o.Weights = pl
-	got, g := runTraced(t, m, o, "run_pt")
+	got, g := runTraced(t, m, o, "run_pt", pl)
 	if err := g.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -403,8 +404,7 @@ func TestPlacedFullAndMissingSteps(t *testing.T) {
 	checkTimeline(t, pl, got, 0)
 
 	pl8 := placedFor(t, m, tinyUnits(t, m, 8), fig, allOf(11, offload.Streamed))
-	o.Weights = pl8
-	got, g = runTraced(t, m, o, "run_pt")
+	got, g = runTraced(t, m, o, "run_pt", pl8)
 	if err := g.Err(); err == nil || !strings.Contains(err.Error(), "depformer step 8 runs, the plan has units for 8") {
 		t.Fatalf("Gen.Err = %v", err)
 	}

@@ -21,6 +21,17 @@ type SystemPrompt struct {
 // StepSystemPrompts runs the voice prompt, 0.5 s of silence, the text prompt
 // and 0.5 s of silence, then the prefill of all of them.
 func (g *Gen) StepSystemPrompts(p SystemPrompt) error {
+	if err := g.QueueSystemPrompts(p); err != nil {
+		return err
+	}
+	g.Flush()
+	return nil
+}
+
+// QueueSystemPrompts is StepSystemPrompts without the prefill: the forced
+// positions stay queued (unless StepwisePrompts) and run with the
+// conversation's next step, in the same pass as the rest of its batch.
+func (g *Gen) QueueSystemPrompts(p SystemPrompt) error {
 	switch {
 	case p.VoiceEmbeddings != nil:
 		if err := g.StepVoicePromptEmbeddings(p.VoiceEmbeddings, p.VoiceCache); err != nil {
@@ -34,7 +45,6 @@ func (g *Gen) StepSystemPrompts(p SystemPrompt) error {
 	g.StepSilence()
 	g.StepTextPrompt(p.TextIDs)
 	g.StepSilence()
-	g.Flush()
 	return nil
 }
 

@@ -19,7 +19,7 @@ func TestVoiceCacheTokensAreChecked(t *testing.T) {
 			bad[k] = append([]int64(nil), cache[k]...)
 		}
 		bad[c.k][c.col] = c.v
-		g := NewGen(m, GenOptions{})
+		g := NewGen(m, testBE, GenOptions{})
 		g.Reset()
 		err := g.StepVoicePromptEmbeddings(emb, bad)
 		if err == nil || !strings.Contains(err.Error(), "outside") {

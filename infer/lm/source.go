@@ -1,8 +1,8 @@
 package lm
 
 import (
+	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/nn"
-	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
 // Weights supplies the weights each unit of the LM is computed from, in the
@@ -33,23 +33,16 @@ type Weights interface {
 
 // Head is the output head's weights: out_norm and text_linear.
 type Head struct {
-	OutNorm    Norm
-	TextLinear ops.Mat
+	OutNorm    backend.Norm
+	TextLinear *backend.Weight
 }
 
 // DepStep is what depformer step j reads: depformer_in[j], its slice of
 // every depformer layer and linears[j].
 type DepStep struct {
-	In     ops.Mat
-	Layers []DepStepLayer
-	Linear ops.Mat
-}
-
-// DepStepLayer is one depformer layer's weights for one step.
-type DepStepLayer struct {
-	Norm1, Norm2                     Norm
-	Scale1, Scale2                   []float32 // nil without layer scale
-	InProj, OutProj, GateIn, GateOut ops.Mat
+	In     *backend.Weight
+	Layers nn.Layers
+	Linear *backend.Weight
 }
 
 // hostWeights is Weights over the model's own (mapped) weights.

@@ -16,9 +16,10 @@ package mimi
 import (
 	"fmt"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
-	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -37,7 +38,13 @@ type Model struct {
 	frameSize int
 	resample  int // SEANet steps per frame (the downsample stride)
 	dim       int // latent dimension (SEANet dimension)
+	be        backend.Backend
 }
+
+// SetBackend makes the encoders, decoders and batches created from now on
+// run the codec's transformers on be (the CPU backend by default; the
+// SEANet convolutions run on infer/ops' CPU kernels).
+func (m *Model) SetBackend(be backend.Backend) { m.be = be }
 
 // Load opens a Mimi safetensors checkpoint (memory-mapped; Close releases it).
 func Load(cfg *config.Mimi, path string) (*Model, error) {
@@ -61,7 +68,7 @@ func LoadFile(cfg *config.Mimi, f *weights.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension}
+	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension, be: cpu.Default()}
 	if m.enc, err = loadSteps(f, seanetPlan(&cfg.Seanet, true)); err != nil {
 		return nil, err
 	}
@@ -172,7 +179,7 @@ func upsampleDesc(cfg *config.Mimi, stride int) convDesc {
 // streaming transformer, the first output projection (others are unused).
 type projTransformer struct {
 	tr              *nn.Transformer
-	inProj, outProj *ops.Mat // nil: identity
+	inProj, outProj *backend.Weight // nil: identity
 	inDim, outDim   int
 }
 
@@ -209,83 +216,91 @@ func loadProjTransformer(f *weights.File, prefix string, cfg *config.Mimi) (*pro
 	if p.tr, err = nn.LoadTransformer(f, prefix+".transformer", transformerConfig(cfg)); err != nil {
 		return nil, err
 	}
-	mat := func(name string, rows, cols int) (*ops.Mat, error) {
-		w, err := f.Get(name, rows, cols)
-		if err != nil {
-			return nil, err
-		}
-		m, err := ops.NewMat(w)
-		return &m, err
-	}
+	var refs []nn.TensorRef
 	if in != dm {
-		if p.inProj, err = mat(prefix+".input_proj.weight", dm, in); err != nil {
-			return nil, err
-		}
+		refs = append(refs, nn.Mat(&p.inProj, prefix+".input_proj.weight", dm, in))
 	}
 	if out != dm {
-		if p.outProj, err = mat(prefix+".output_projs.0.weight", out, dm); err != nil {
-			return nil, err
-		}
+		refs = append(refs, nn.Mat(&p.outProj, prefix+".output_projs.0.weight", out, dm))
+	}
+	if err := nn.BindTensors(refs, f.Get); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
-// trStage is the streaming state of a projTransformer. It works on its own
-// copy of the input rows.
+// trStage is the streaming state of a projTransformer for one stream: the
+// transformer state and the host copy of its last output.
 type trStage struct {
-	p    *projTransformer
-	st   *nn.TransformerState
-	buf  []float32 // [T][d_model]
-	rows [][]float32
-	out  []float32 // [T][outDim] when projected
+	st  *nn.TransformerState
+	out []float32 // [T][outDim]
 }
 
-func (p *projTransformer) newStage(T int) *trStage {
-	s := &trStage{p: p, st: p.tr.NewState()}
-	s.ensure(T)
-	return s
-}
-
-func (s *trStage) ensure(T int) {
-	dm := s.p.tr.Cfg.DModel
-	if len(s.rows) >= T {
-		return
-	}
-	s.buf = make([]float32, T*dm)
-	s.rows = make([][]float32, T)
-	for i := range s.rows {
-		s.rows[i] = s.buf[i*dm : (i+1)*dm]
-	}
-	if s.p.outProj != nil {
-		s.out = make([]float32, T*s.p.outDim)
-	}
+func (p *projTransformer) newStage(be backend.Backend, T int) *trStage {
+	return &trStage{st: p.tr.NewState(be), out: make([]float32, T*p.outDim)}
 }
 
 func (s *trStage) reset() { s.st.Reset() }
 
-func (s *trStage) forward(x []float32, T int) ([]float32, int) {
-	if T == 0 {
-		return x[:0], 0
+// trRunner runs a projTransformer over a batch of streams on a backend:
+// each stream's T positions are one part of the pass (the reference's
+// forward of a chunk), every weight read once for the batch.
+type trRunner struct {
+	p        *projTransformer
+	be       backend.Backend
+	sc       *nn.Scratch
+	in, x, y backend.Acts
+	rows     int
+	parts    []nn.Part
+}
+
+func (p *projTransformer) newRunner(be backend.Backend) *trRunner {
+	return &trRunner{p: p, be: be, sc: p.tr.NewScratch(be)}
+}
+
+// forward runs xs[i] (T positions of stage i, time-major) through the
+// transformer; stage i's output is left in stages[i].out.
+func (r *trRunner) forward(stages []*trStage, xs [][]float32, T int) {
+	p, be := r.p, r.be
+	n := len(stages) * T
+	if n == 0 {
+		return
 	}
-	s.ensure(T)
-	p := s.p
-	dm := p.tr.Cfg.DModel
-	for t := 0; t < T; t++ {
-		src := x[t*p.inDim : (t+1)*p.inDim]
+	if n > r.rows {
+		r.rows = max(n, 2*r.rows)
+		r.x = be.NewActs(r.rows, p.tr.Cfg.DModel)
 		if p.inProj != nil {
-			p.inProj.MatVec(s.rows[t], src)
-		} else {
-			copy(s.rows[t], src)
+			r.in = be.NewActs(r.rows, p.inDim)
+		}
+		if p.outProj != nil {
+			r.y = be.NewActs(r.rows, p.outDim)
 		}
 	}
-	p.tr.Forward(s.st, s.rows[:T])
-	if p.outProj == nil {
-		return s.buf[:T*dm], T
+	x := r.x.Slice(0, n)
+	r.parts = r.parts[:0]
+	for i, s := range stages {
+		rows := x.Slice(i*T, (i+1)*T)
+		if p.inProj != nil {
+			rows = r.in.Slice(i*T, (i+1)*T)
+		}
+		be.Upload(rows, xs[i][:T*p.inDim])
+		r.parts = append(r.parts, nn.Part{State: s.st, Rows: T})
 	}
-	for t := 0; t < T; t++ {
-		p.outProj.MatVec(s.out[t*p.outDim:(t+1)*p.outDim], s.rows[t])
+	if p.inProj != nil {
+		be.MatMul(x, r.in.Slice(0, n), p.inProj)
 	}
-	return s.out[:T*p.outDim], T
+	p.tr.Forward(r.sc, p.tr, x, r.parts, false)
+	y := x
+	if p.outProj != nil {
+		y = r.y.Slice(0, n)
+		be.MatMul(y, x, p.outProj)
+	}
+	for i, s := range stages {
+		if len(s.out) < T*p.outDim {
+			s.out = make([]float32, T*p.outDim)
+		}
+		be.Download(s.out[:T*p.outDim], y.Slice(i*T, (i+1)*T))
+	}
 }
 
 // Encoder is the streaming state of Mimi's encode path (encoder, encoder
@@ -294,6 +309,7 @@ type Encoder struct {
 	m      *Model
 	steps  []stage
 	tr     *trStage
+	run    *trRunner // for EncodeFrame (a batch of one)
 	down   *convStage
 	qs     *quantScratch
 	codes  []int
@@ -304,7 +320,8 @@ type Encoder struct {
 
 // NewEncoder returns a fresh encoder state.
 func (m *Model) NewEncoder() *Encoder {
-	e := &Encoder{m: m, tr: m.encTr.newStage(m.resample), qs: m.q.newScratch(), codes: make([]int, m.Cfg.NumCodebooks)}
+	e := &Encoder{m: m, tr: m.encTr.newStage(m.be, m.resample), run: m.encTr.newRunner(m.be),
+		qs: m.q.newScratch(), codes: make([]int, m.Cfg.NumCodebooks)}
 	T := m.frameSize
 	for _, l := range m.enc {
 		s := l.newStage()
@@ -334,6 +351,13 @@ func (e *Encoder) Reset() {
 // [1, 1, FrameSize]) into NumCodebooks() codes. The returned slice belongs to
 // the encoder and is overwritten by the next call: copy it to keep it.
 func (e *Encoder) EncodeFrame(pcm []float32) []int {
+	e.seanetFrame(pcm)
+	e.run.forward([]*trStage{e.tr}, [][]float32{e.seanet}, e.m.resample)
+	return e.finish()
+}
+
+// seanetFrame runs the SEANet encoder on one frame.
+func (e *Encoder) seanetFrame(pcm []float32) {
 	m := e.m
 	if len(pcm) != m.frameSize {
 		panic(fmt.Sprintf("mimi: EncodeFrame got %d samples, a frame is %d", len(pcm), m.frameSize))
@@ -346,7 +370,12 @@ func (e *Encoder) EncodeFrame(pcm []float32) []int {
 		panic(fmt.Sprintf("mimi: SEANet encoder gave %d steps for a frame, %d expected", T, m.resample))
 	}
 	e.seanet = x[:T*m.dim]
-	x, T = e.tr.forward(e.seanet, T)
+}
+
+// finish runs the downsample and the quantizer on the transformer's output.
+func (e *Encoder) finish() []int {
+	m := e.m
+	x, T := e.tr.out[:m.resample*m.dim], m.resample
 	e.trOut = x
 	if e.down != nil {
 		x, T = e.down.forward(x, T)
@@ -376,6 +405,7 @@ type Decoder struct {
 	qs        *quantScratch
 	up        *convTrStage
 	tr        *trStage
+	run       *trRunner // for DecodeFrame (a batch of one)
 	steps     []stage
 	latent    []float32
 	upsampled []float32
@@ -385,7 +415,7 @@ type Decoder struct {
 
 // NewDecoder returns a fresh decoder state.
 func (m *Model) NewDecoder() *Decoder {
-	d := &Decoder{m: m, qs: m.q.newScratch(), tr: m.decTr.newStage(m.resample)}
+	d := &Decoder{m: m, qs: m.q.newScratch(), tr: m.decTr.newStage(m.be, m.resample), run: m.decTr.newRunner(m.be)}
 	if m.up != nil {
 		d.up = m.up.newConvTrStage()
 		prealloc(d.up, 1)
@@ -416,6 +446,13 @@ func (d *Decoder) Reset() {
 // CheckCodes). The returned slice belongs to the decoder and is overwritten
 // by the next call: copy it to keep it.
 func (d *Decoder) DecodeFrame(codes []int) []float32 {
+	d.upsample(codes)
+	d.run.forward([]*trStage{d.tr}, [][]float32{d.upsampled}, d.m.resample)
+	return d.finish()
+}
+
+// upsample looks the codes up and brings the latent to the encoder rate.
+func (d *Decoder) upsample(codes []int) {
 	m := d.m
 	if err := m.CheckCodes(codes); err != nil {
 		panic(err.Error())
@@ -425,8 +462,16 @@ func (d *Decoder) DecodeFrame(codes []int) []float32 {
 	if d.up != nil {
 		x, T = d.up.forward(x, T)
 	}
+	if T != m.resample {
+		panic(fmt.Sprintf("mimi: upsample gave %d steps for a frame, %d expected", T, m.resample))
+	}
 	d.upsampled = x[:T*m.dim]
-	x, T = d.tr.forward(d.upsampled, T)
+}
+
+// finish runs the SEANet decoder on the transformer's output.
+func (d *Decoder) finish() []float32 {
+	m := d.m
+	x, T := d.tr.out[:m.resample*m.dim], m.resample
 	d.trOut = x
 	for _, s := range d.steps {
 		x, T = s.forward(x, T)
@@ -436,6 +481,54 @@ func (d *Decoder) DecodeFrame(codes []int) []float32 {
 	}
 	d.pcm = x[:T]
 	return d.pcm
+}
+
+// Batch encodes and decodes frames of many streams at once: the SEANet
+// convolutions run per stream, the transformers (the codec's largest weight
+// reads) once for all streams. Each stream's results are bit-identical to
+// its EncodeFrame / DecodeFrame. A Batch is used from one goroutine.
+type Batch struct {
+	m        *Model
+	enc, dec *trRunner
+	stages   []*trStage
+	xs       [][]float32
+}
+
+// NewBatch prepares batched coding over m's backend.
+func (m *Model) NewBatch() *Batch {
+	return &Batch{m: m, enc: m.encTr.newRunner(m.be), dec: m.decTr.newRunner(m.be)}
+}
+
+// Encode encodes pcm[i] (one frame) with encs[i]; out[i] receives a copy of
+// its codes.
+func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
+	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	for i, e := range encs {
+		e.seanetFrame(pcm[i])
+		b.stages, b.xs = append(b.stages, e.tr), append(b.xs, e.seanet)
+	}
+	b.enc.forward(b.stages, b.xs, b.m.resample)
+	for i, e := range encs {
+		out[i] = append(out[i][:0], e.finish()...)
+	}
+	clear(b.stages[:cap(b.stages)])
+	clear(b.xs[:cap(b.xs)])
+}
+
+// Decode decodes codes[i] (one frame) with decs[i] and returns each
+// decoder's samples (owned by the decoder, valid until its next frame).
+func (b *Batch) Decode(decs []*Decoder, codes [][]int, out [][]float32) {
+	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	for i, d := range decs {
+		d.upsample(codes[i])
+		b.stages, b.xs = append(b.stages, d.tr), append(b.xs, d.upsampled)
+	}
+	b.dec.forward(b.stages, b.xs, b.m.resample)
+	for i, d := range decs {
+		out[i] = d.finish()
+	}
+	clear(b.stages[:cap(b.stages)])
+	clear(b.xs[:cap(b.xs)])
 }
 
 // QuantizedLatent is the last frame's decoded latent (quantizer.decode), [Dimension()].

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
@@ -13,23 +14,16 @@ import (
 func BenchmarkAttentionFullRing(b *testing.B) {
 	for _, c := range []struct{ d, heads, ctx int }{{4096, 32, 3000}, {2048, 16, 3000}, {512, 8, 250}} {
 		b.Run(fmt.Sprintf("d%d_ctx%d", c.d, c.ctx), func(b *testing.B) {
-			t := &Transformer{Cfg: TransformerConfig{DModel: c.d, NumHeads: c.heads, Context: c.ctx}, dHead: c.d / c.heads}
-			ring := NewKVRing(c.ctx, c.heads, c.d/c.heads)
-			r := &ring
-			r.End = 10 * c.ctx
-			for i := range r.K {
-				r.K[i] = float32(i%7) * 0.01
-				r.V[i] = float32(i%5) * 0.01
-			}
-			var sc scratch
-			sc.job = attnJob{t: t, valid: make([]int32, 0, c.ctx), scores: make([]float32, c.heads*c.ctx)}
-			sc.headFn = sc.job.head
-			q := make([]float32, c.d)
-			out := make([]float32, c.d)
+			r := testBE.NewRing(c.heads, c.d/c.heads, c.ctx)
+			testBE.FillRing(r, 10*c.ctx-1)
+			qkv := testBE.NewActs(1, 3*c.d)
+			out := testBE.NewActs(1, c.d)
+			seqs := []backend.Seq{{Ring: r, Rows: 1}}
 			b.SetBytes(int64(2 * c.ctx * c.d * 4)) // K and V read once
 			b.ReportAllocs()
 			for b.Loop() {
-				t.attend(r, &sc, q, out, r.End-1)
+				r.End--
+				testBE.Attend(out, qkv, seqs, c.ctx, true)
 			}
 			b.ReportMetric(float64(ops.Threads()), "threads")
 		})

@@ -1,21 +1,14 @@
 package nn
 
-import (
-	"encoding/binary"
-	"fmt"
-	"math"
-
-	"github.com/pp-offline/pp-offline/infer/ops"
-	"github.com/pp-offline/pp-offline/infer/weights"
-)
+import "github.com/pp-offline/pp-offline/infer/backend"
 
 // LayerSource supplies the weights each layer of a forward pass is computed
 // from, in execution order: AcquireLayer(i) before layer i runs,
 // ReleaseLayer(i) once it no longer reads them. The Transformer itself is
 // the default source (its own Layers: the mapped checkpoint, no overhead);
-// an offload executor hands out a Layer bound to the bytes its plan placed
-// (BindLayer), so the model says what is computed and the plan decides
-// where the weights come from.
+// an offload executor hands out layers bound to the memory its plan placed;
+// the depformer hands out step j's layers. The model says what is computed
+// and the source decides where the weights come from.
 type LayerSource interface {
 	AcquireLayer(i int) *Layer
 	ReleaseLayer(i int)
@@ -27,181 +20,129 @@ func (t *Transformer) AcquireLayer(i int) *Layer { return t.Layers[i] }
 // ReleaseLayer does nothing (Transformer as a LayerSource).
 func (t *Transformer) ReleaseLayer(int) {}
 
-// ForwardFrom is Forward with every layer's weights taken from src.
-func (t *Transformer) ForwardFrom(src LayerSource, s *TransformerState, xs [][]float32) {
-	t.forward(src, s, xs, false)
+// Layers is a list of layers (a depformer step's); *Layers is a LayerSource
+// (a pointer, so that passing it allocates nothing).
+type Layers []*Layer
+
+// AcquireLayer implements LayerSource.
+func (l *Layers) AcquireLayer(i int) *Layer { return (*l)[i] }
+
+// ReleaseLayer implements LayerSource.
+func (l *Layers) ReleaseLayer(int) {}
+
+// Part is a group of consecutive rows of a batch that belong to one
+// sequence: Rows positions continuing State.
+type Part struct {
+	State *TransformerState
+	Rows  int
 }
 
-// ForwardStepsFrom is ForwardSteps (the prefill) with every layer's weights
-// taken from src.
-func (t *Transformer) ForwardStepsFrom(src LayerSource, s *TransformerState, xs [][]float32) {
-	t.forward(src, s, xs, true)
+// Scratch is the activation memory of forward passes of one transformer on
+// one backend, shared by every sequence of a batch.
+type Scratch struct {
+	be                 backend.Backend
+	rows               int
+	h, qkv, att, o, ff backend.Acts
+	pos                []int
+	seqs               []backend.Seq
+	rope               *backend.Rope
 }
 
-// TensorSpec names one tensor a layer reads and its shape in the checkpoint.
-type TensorSpec struct {
-	Name  string
-	Shape []int
-}
-
-// LayerTensors lists the tensors layer i of a transformer loaded under
-// prefix reads, in the order BindLayer takes them: in_proj, out_proj, norm1,
-// norm2 (alpha, or weight and bias), the layer scales if any, then linear1
-// and linear2 or the gating's linear_in and linear_out (one pair per step
-// with weights per step).
-func (t *Transformer) LayerTensors(prefix string, i int) []TensorSpec {
-	cfg := &t.Cfg
-	D := cfg.DModel
-	mult := max(1, cfg.WeightsPerStep)
-	p := fmt.Sprintf("%s.layers.%d.", prefix, i)
-	s := []TensorSpec{
-		{p + "self_attn.in_proj_weight", []int{mult * 3 * D, D}},
-		{p + "self_attn.out_proj.weight", []int{mult * D, D}},
+// NewScratch prepares scratch for t on be (grown on demand).
+func (t *Transformer) NewScratch(be backend.Backend) *Scratch {
+	sc := &Scratch{be: be}
+	if t.Cfg.PosEmb == "rope" {
+		sc.rope = be.NewRope(t.DHead, t.Cfg.MaxPeriod)
 	}
-	for _, n := range []string{"norm1", "norm2"} {
-		if t.normRMS {
-			s = append(s, TensorSpec{p + n + ".alpha", []int{1, 1, D}})
+	return sc
+}
+
+// Backend is the backend the scratch lives on.
+func (sc *Scratch) Backend() backend.Backend { return sc.be }
+
+func (sc *Scratch) ensure(t *Transformer, rows, parts int) {
+	if cap(sc.seqs) < parts {
+		sc.seqs = make([]backend.Seq, parts)
+	}
+	if sc.rows >= rows {
+		return
+	}
+	rows = max(rows, 2*sc.rows)
+	D, be := t.Cfg.DModel, sc.be
+	ffw := t.Hidden
+	if t.Cfg.Gating != "none" {
+		ffw = 2 * t.Hidden
+	}
+	sc.rows = rows
+	sc.h, sc.qkv, sc.att, sc.o = be.NewActs(rows, D), be.NewActs(rows, 3*D), be.NewActs(rows, D), be.NewActs(rows, D)
+	sc.ff = be.NewActs(rows, ffw)
+	sc.pos = make([]int, rows)
+}
+
+// Forward runs x (in place) through the transformer: its rows are the
+// parts' positions, in order. Each part's positions continue its state
+// (offset and KV rings). stepwise = false is the reference's forward of a
+// chunk of positions: every layer first writes the chunk's keys and values
+// into the ring, then each query attends with the causal/context mask.
+// stepwise = true gives exactly what running the rows one at a time would
+// (each position sees the ring as after its own write): the prompt prefill
+// and lockstep decoding of many conversations. Each row's result is
+// bit-identical whatever the other rows of the batch are.
+func (t *Transformer) Forward(sc *Scratch, src LayerSource, x backend.Acts, parts []Part, stepwise bool) {
+	T := x.Rows
+	if T == 0 {
+		return
+	}
+	sc.ensure(t, T, len(parts))
+	be := sc.be
+	D := t.Cfg.DModel
+	h, qkv, att, o := sc.h.Slice(0, T), sc.qkv.Slice(0, T), sc.att.Slice(0, T), sc.o.Slice(0, T)
+	ff := sc.ff.Slice(0, T)
+	pos := sc.pos[:T]
+	seqs := sc.seqs[:len(parts)]
+	r := 0
+	for _, p := range parts {
+		t.reserve(be, p.State, p.Rows)
+		for i := 0; i < p.Rows; i++ {
+			pos[r] = p.State.Offset + i
+			r++
+		}
+	}
+	if r != T {
+		panic("nn: the parts do not cover the batch")
+	}
+	for li := 0; li < t.Cfg.NumLayers; li++ {
+		l := src.AcquireLayer(li)
+		// Self-attention block.
+		be.Norm(h, x, &l.Norm1)
+		be.MatMul(qkv, h, l.InProj)
+		if sc.rope != nil {
+			be.RoPE(qkv.Columns(0, D), sc.rope, pos)
+			be.RoPE(qkv.Columns(D, 2*D), sc.rope, pos)
+		}
+		for k, p := range parts {
+			seqs[k] = backend.Seq{Ring: p.State.Rings[li], Rows: p.Rows}
+		}
+		be.Attend(att, qkv, seqs, t.Cfg.Context, stepwise)
+		be.MatMul(o, att, l.OutProj)
+		be.AddScaled(x, o, l.Scale1)
+		// Feed-forward block.
+		be.Norm(h, x, &l.Norm2)
+		if t.Cfg.Gating == "none" {
+			a := ff.Columns(0, t.Hidden)
+			be.MatMul(a, h, l.Linear1)
+			be.Activate(a, backend.GELU)
+			be.MatMul(o, a, l.Linear2)
 		} else {
-			s = append(s, TensorSpec{p + n + ".weight", []int{D}}, TensorSpec{p + n + ".bias", []int{D}})
+			g := ff.Columns(0, t.Hidden)
+			be.MatMul(ff, h, l.GateIn)
+			be.Gate(g, ff, t.act)
+			be.MatMul(o, g, l.GateOut)
 		}
+		be.AddScaled(x, o, l.Scale2)
+		src.ReleaseLayer(li)
 	}
-	if cfg.LayerScale {
-		s = append(s, TensorSpec{p + "layer_scale_1.scale", []int{D}}, TensorSpec{p + "layer_scale_2.scale", []int{D}})
+	for _, p := range parts {
+		p.State.Offset += p.Rows
 	}
-	switch {
-	case cfg.Gating == "none":
-		s = append(s, TensorSpec{p + "linear1.weight", []int{t.hidden, D}}, TensorSpec{p + "linear2.weight", []int{D, t.hidden}})
-	case cfg.WeightsPerStep > 0:
-		for st := 0; st < cfg.WeightsPerStep; st++ {
-			s = append(s,
-				TensorSpec{fmt.Sprintf("%sgating.%d.linear_in.weight", p, st), []int{2 * t.hidden, D}},
-				TensorSpec{fmt.Sprintf("%sgating.%d.linear_out.weight", p, st), []int{D, t.hidden}})
-		}
-	default:
-		s = append(s, TensorSpec{p + "gating.linear_in.weight", []int{2 * t.hidden, D}}, TensorSpec{p + "gating.linear_out.weight", []int{D, t.hidden}})
-	}
-	return s
-}
-
-// BindLayer points dst at the tensors ts, given in LayerTensors' order with
-// LayerTensors' shapes: the matrices become views of the tensors' Data (no
-// copy), the norm and scale vectors are widened into dst's own buffers
-// (reused when dst was bound before, so rebinding does not allocate). It is
-// how LoadTransformer binds the mapped checkpoint, and how an offload
-// executor binds the bytes it handed out for a layer.
-func (t *Transformer) BindLayer(dst *Layer, ts []weights.Tensor) error {
-	cfg := &t.Cfg
-	D := cfg.DModel
-	k := 0
-	take := func(n int) (*weights.Tensor, error) {
-		if k >= len(ts) {
-			return nil, fmt.Errorf("nn: BindLayer: %d tensors given, more needed", len(ts))
-		}
-		w := &ts[k]
-		k++
-		if len(w.Data) != w.Numel()*w.DType.Size() || w.Numel() != n {
-			return nil, fmt.Errorf("nn: BindLayer: tensor %q has %d elements in %d bytes, %d expected", w.Name, w.Numel(), len(w.Data), n)
-		}
-		return w, nil
-	}
-	mat := func(dst *ops.Mat, rows, cols int) error {
-		w, err := take(rows * cols)
-		if err != nil {
-			return err
-		}
-		m, err := ops.NewMat(w)
-		if err != nil {
-			return err
-		}
-		m.Rows, m.Cols = rows, cols
-		*dst = m
-		return nil
-	}
-	vec := func(dst *[]float32) error {
-		w, err := take(D)
-		if err != nil {
-			return err
-		}
-		return widenInto(dst, w)
-	}
-	mult := max(1, cfg.WeightsPerStep)
-	if err := mat(&dst.InProj, mult*3*D, D); err != nil {
-		return err
-	}
-	if err := mat(&dst.OutProj, mult*D, D); err != nil {
-		return err
-	}
-	for _, n := range []*Norm{&dst.norm1, &dst.norm2} {
-		n.RMS, n.Eps = t.normRMS, t.eps
-		if err := vec(&n.W); err != nil {
-			return err
-		}
-		if !t.normRMS {
-			if err := vec(&n.B); err != nil {
-				return err
-			}
-		}
-	}
-	if cfg.LayerScale {
-		if err := vec(&dst.scale1); err != nil {
-			return err
-		}
-		if err := vec(&dst.scale2); err != nil {
-			return err
-		}
-	}
-	switch {
-	case cfg.Gating == "none":
-		if err := mat(&dst.linear1, t.hidden, D); err != nil {
-			return err
-		}
-		if err := mat(&dst.linear2, D, t.hidden); err != nil {
-			return err
-		}
-	default:
-		if len(dst.gates) != mult {
-			dst.gates = make([]gating, mult)
-		}
-		for s := range dst.gates {
-			if err := mat(&dst.gates[s].in, 2*t.hidden, D); err != nil {
-				return err
-			}
-			if err := mat(&dst.gates[s].out, D, t.hidden); err != nil {
-				return err
-			}
-		}
-	}
-	if k != len(ts) {
-		return fmt.Errorf("nn: BindLayer: %d tensors given, %d used", len(ts), k)
-	}
-	return nil
-}
-
-// widenInto widens a float tensor exactly to float32 into *dst, reusing its
-// storage when large enough.
-func widenInto(dst *[]float32, w *weights.Tensor) error {
-	n := w.Numel()
-	if cap(*dst) < n {
-		*dst = make([]float32, n)
-	}
-	out := (*dst)[:n]
-	d := w.Data
-	switch w.DType {
-	case weights.BF16:
-		for i := range out {
-			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(d[2*i:])) << 16)
-		}
-	case weights.F16:
-		for i := range out {
-			out[i] = weights.HalfToFloat(binary.LittleEndian.Uint16(d[2*i:]))
-		}
-	case weights.F32:
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))
-		}
-	default:
-		return fmt.Errorf("nn: tensor %q: dtype %s is not a float weight", w.Name, w.DType)
-	}
-	*dst = out
-	return nil
 }

@@ -9,19 +9,21 @@ import (
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
-// copiedLayers is a LayerSource handing out layers bound (BindLayer) to
+// copiedLayers is a LayerSource handing out layers bound (BindTensor) to
 // copies of the checkpoint's bytes, rebinding at every acquire, and
 // recording the order of acquires and releases.
 type copiedLayers struct {
-	t      *Transformer
+	refs   [][]TensorRef
 	ts     [][]weights.Tensor
 	layers []Layer
 	log    []int // +i acquired, −(i+1) released
 }
 
 func (c *copiedLayers) AcquireLayer(i int) *Layer {
-	if err := c.t.BindLayer(&c.layers[i], c.ts[i]); err != nil {
-		panic(err)
+	for k, r := range c.refs[i] {
+		if err := BindTensor(r, &c.ts[i][k]); err != nil {
+			panic(err)
+		}
 	}
 	c.log = append(c.log, i)
 	return &c.layers[i]
@@ -30,10 +32,11 @@ func (c *copiedLayers) AcquireLayer(i int) *Layer {
 func (c *copiedLayers) ReleaseLayer(i int) { c.log = append(c.log, -(i + 1)) }
 
 func copyLayers(t *testing.T, tr *Transformer, f *weights.File, prefix string) *copiedLayers {
-	c := &copiedLayers{t: tr, layers: make([]Layer, len(tr.Layers))}
+	c := &copiedLayers{layers: make([]Layer, len(tr.Layers))}
 	for i := range tr.Layers {
+		refs := tr.LayerTensors(&c.layers[i], prefix, i, -1, 0)
 		var ts []weights.Tensor
-		for _, s := range tr.LayerTensors(prefix, i) {
+		for _, s := range refs {
 			w, err := f.Get(s.Name, s.Shape...)
 			if err != nil {
 				t.Fatal(err)
@@ -42,6 +45,7 @@ func copyLayers(t *testing.T, tr *Transformer, f *weights.File, prefix string) *
 			cp.Data = slices.Clone(w.Data)
 			ts = append(ts, cp)
 		}
+		c.refs = append(c.refs, refs)
 		c.ts = append(c.ts, ts)
 	}
 	return c
@@ -64,13 +68,14 @@ func TestForwardFromSource(t *testing.T) {
 		}
 		return r
 	}
-	a, b := tr.NewState(), tr.NewState()
+	a, b := tr.NewState(testBE), tr.NewState(testBE)
+	sc := tr.NewScratch(testBE)
 	x, y := rows(40), rows(40)
-	tr.ForwardSteps(a, x[:7])
-	tr.ForwardStepsFrom(src, b, y[:7])
+	fwd(tr, sc, tr, a, x[:7], true)
+	fwd(tr, sc, src, b, y[:7], true)
 	for i := 7; i < 40; i += 3 {
-		tr.Forward(a, x[i:min(i+3, 40)])
-		tr.ForwardFrom(src, b, y[i:min(i+3, 40)])
+		fwd(tr, sc, tr, a, x[i:min(i+3, 40)], false)
+		fwd(tr, sc, src, b, y[i:min(i+3, 40)], false)
 	}
 	for i := range x {
 		for c := range x[i] {
@@ -95,21 +100,26 @@ func TestForwardFromSource(t *testing.T) {
 	}
 }
 
-// BindLayer checks what it is given.
-func TestBindLayerErrors(t *testing.T) {
+// BindTensor checks what it is given: a tensor of the wrong size or dtype
+// is refused, naming it.
+func TestBindTensorErrors(t *testing.T) {
 	tr, f := mimiEncoderTransformer(t)
 	src := copyLayers(t, tr, f, "encoder_transformer.transformer")
-	ts := src.ts[0]
-	var l Layer
-	if err := tr.BindLayer(&l, ts[:len(ts)-1]); err == nil || !strings.Contains(err.Error(), "more needed") {
-		t.Errorf("too few tensors: %v", err)
-	}
-	if err := tr.BindLayer(&l, append(slices.Clone(ts), ts[0])); err == nil || !strings.Contains(err.Error(), "used") {
-		t.Errorf("too many tensors: %v", err)
-	}
-	bad := slices.Clone(ts)
-	bad[0].Data = bad[0].Data[:len(bad[0].Data)-2]
-	if err := tr.BindLayer(&l, bad); err == nil || !strings.Contains(err.Error(), "in_proj_weight") {
+	r, ts := src.refs[0][0], src.ts[0][0]
+	short := ts
+	short.Data = short.Data[:len(short.Data)-2]
+	short.Shape = []int{len(short.Data) / short.DType.Size()}
+	if err := BindTensor(r, &short); err == nil || !strings.Contains(err.Error(), "in_proj_weight") {
 		t.Errorf("short tensor: %v", err)
+	}
+	other := src.ts[0][1] // out_proj: a third of in_proj's rows
+	if err := BindTensor(r, &other); err == nil || !strings.Contains(err.Error(), "bound as") {
+		t.Errorf("tensor of another shape: %v", err)
+	}
+	ints := ts
+	ints.DType = weights.I64
+	ints.Shape = []int{len(ints.Data) / 8}
+	if err := BindTensor(r, &ints); err == nil || !strings.Contains(err.Error(), "dtype") {
+		t.Errorf("integer tensor: %v", err)
 	}
 }

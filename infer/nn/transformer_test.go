@@ -43,7 +43,7 @@ func TestMimiEncoderTransformerParity(t *testing.T) {
 	want, _ := exp.Get("encoder_transformer_out")
 	C, T := in.Shape[1], in.Shape[2]
 	x, w := in.Float32s(), want.Float32s()
-	st := tr.NewState()
+	st, sc := tr.NewState(testBE), tr.NewScratch(testBE)
 	var maxErr, maxRef float64
 	for f := 0; f < T; f += 2 {
 		rows := make([][]float32, 2)
@@ -53,7 +53,7 @@ func TestMimiEncoderTransformerParity(t *testing.T) {
 				rows[i][c] = x[c*T+f+i]
 			}
 		}
-		tr.Forward(st, rows)
+		fwd(tr, sc, tr, st, rows, false)
 		for i := range rows {
 			for c := 0; c < C; c++ {
 				maxErr = math.Max(maxErr, math.Abs(float64(rows[i][c]-w[c*T+f+i])))
@@ -70,7 +70,8 @@ func TestMimiEncoderTransformerParity(t *testing.T) {
 // ForwardSteps equals Forward called once per row.
 func TestForwardStepsEqualsSteps(t *testing.T) {
 	tr, _ := mimiEncoderTransformer(t)
-	a, b := tr.NewState(), tr.NewState()
+	a, b := tr.NewState(testBE), tr.NewState(testBE)
+	sc := tr.NewScratch(testBE)
 	n := 45
 	rowsA := make([][]float32, n)
 	rowsB := make([][]float32, n)
@@ -83,9 +84,9 @@ func TestForwardStepsEqualsSteps(t *testing.T) {
 		}
 	}
 	for i := range rowsA {
-		tr.Forward(a, rowsA[i:i+1])
+		fwd(tr, sc, tr, a, rowsA[i:i+1], false)
 	}
-	tr.ForwardSteps(b, rowsB)
+	fwd(tr, sc, tr, b, rowsB, true)
 	for i := range rowsA {
 		for c := range rowsA[i] {
 			if d := math.Abs(float64(rowsA[i][c] - rowsB[i][c])); d > 1e-6 {
@@ -94,8 +95,10 @@ func TestForwardStepsEqualsSteps(t *testing.T) {
 		}
 	}
 	for l := range a.Rings {
-		for j := range a.Rings[l].K {
-			if a.Rings[l].K[j] != b.Rings[l].K[j] && math.Abs(float64(a.Rings[l].K[j]-b.Rings[l].K[j])) > 1e-6 {
+		ak, _ := kv(a.Rings[l])
+		bk, _ := kv(b.Rings[l])
+		for j := range ak {
+			if ak[j] != bk[j] {
 				t.Fatalf("ring %d differs at %d", l, j)
 			}
 		}

@@ -1,0 +1,485 @@
+// Package cpu is the CPU backend: every op of backend.Backend on host
+// memory, computed by the float32 kernels of infer/ops (AVX-512 / AVX2
+// assembly or portable Go, all giving the same bits) on the backend's own
+// ops.Engine — its kernel variant, compute dtype and worker pool are fields
+// of the backend, not process globals.
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pp-offline/pp-offline/infer/backend"
+	"github.com/pp-offline/pp-offline/infer/ops"
+)
+
+// Options configure a CPU backend. Fields left empty take the settings of
+// infer/ops' default engine (ops.SetThreads, ops.SetKernel — which
+// PP_OFFLINE_KERNEL drives —, ops.SetComputeDType).
+type Options struct {
+	Threads      int    // threads of its worker pool, the caller included
+	Kernel       string // kernel variant (see ops.KernelNames)
+	ComputeDType string // "f32" (exact, the parity path) or "bf16"
+}
+
+// CPU is the CPU backend. It is used from one goroutine at a time.
+type CPU struct {
+	e *ops.Engine
+
+	xs, ys [][]float32 // row views for one product (reused)
+	w1, w2 []float32   // widened vectors for one op (reused)
+	row    []float32   // one embedding row
+	att    attnJob
+}
+
+// New makes a CPU backend with its own engine.
+func New(o Options) (*CPU, error) {
+	d := ops.Default()
+	if o.Threads <= 0 {
+		o.Threads = d.Threads()
+	}
+	if o.Kernel == "" {
+		o.Kernel = d.KernelName()
+	}
+	if o.ComputeDType == "" {
+		o.ComputeDType = d.ComputeDType()
+	}
+	e, err := ops.NewEngine(ops.EngineOptions{Threads: o.Threads, Kernel: o.Kernel, ComputeDType: o.ComputeDType})
+	if err != nil {
+		return nil, err
+	}
+	c := &CPU{e: e}
+	c.att.c = c
+	c.att.headFn = c.att.run
+	return c, nil
+}
+
+// Default is a CPU backend on the package-default engine of infer/ops (tests).
+func Default() *CPU {
+	c := &CPU{e: ops.Default()}
+	c.att.c = c
+	c.att.headFn = c.att.run
+	return c
+}
+
+// Engine is the backend's compute engine (kernel variant, dtype, pool).
+func (c *CPU) Engine() *ops.Engine { return c.e }
+
+// Close stops the backend's worker pool (not the default engine's).
+func (c *CPU) Close() {
+	if c.e != ops.Default() {
+		c.e.Close()
+	}
+}
+
+// Name implements backend.Backend.
+func (c *CPU) Name() string {
+	return fmt.Sprintf("cpu (%s, %d threads, %s compute)", c.e.KernelName(), c.e.Threads(), c.e.ComputeDType())
+}
+
+// data is the storage of a CPU activation buffer.
+func data(a backend.Acts) []float32 { return a.Buf.Data.([]float32) }
+
+// rowOf is row i of view a.
+func rowOf(d []float32, a backend.Acts, i int) []float32 {
+	o := (a.R0+i)*a.Buf.Cols + a.C0
+	return d[o : o+a.Cols : o+a.Cols]
+}
+
+// rows fills *dst with the row slices of a (reusing its storage).
+func rows(dst *[][]float32, a backend.Acts) [][]float32 {
+	if cap(*dst) < a.Rows {
+		*dst = make([][]float32, a.Rows)
+	}
+	r := (*dst)[:a.Rows]
+	d := data(a)
+	for i := range r {
+		r[i] = rowOf(d, a, i)
+	}
+	return r
+}
+
+func sameShape(op string, a, b backend.Acts) {
+	if a.Rows != b.Rows || a.Cols != b.Cols {
+		panic(fmt.Sprintf("cpu: %s: views of %d×%d and %d×%d", op, a.Rows, a.Cols, b.Rows, b.Cols))
+	}
+}
+
+// NewActs implements backend.Backend.
+func (c *CPU) NewActs(r, cols int) backend.Acts {
+	b := &backend.ActBuf{Rows: r, Cols: cols, Data: make([]float32, r*cols)}
+	return backend.Acts{Buf: b, Rows: r, Cols: cols}
+}
+
+// mat is w as a kernel matrix (a view of its host bytes).
+func mat(w *backend.Weight) ops.Mat {
+	m, err := ops.MatFromBytes(w.Rows, w.Cols, w.DType, w.Host)
+	if err != nil {
+		panic(fmt.Sprintf("cpu: weight %q: %v", w.Name, err))
+	}
+	return m
+}
+
+// vec widens a [1, n] weight into *buf.
+func vec(buf *[]float32, w *backend.Weight) []float32 {
+	if w == nil {
+		return nil
+	}
+	n := w.Rows * w.Cols
+	if cap(*buf) < n {
+		*buf = make([]float32, n)
+	}
+	out := (*buf)[:n]
+	mat(w).Row(0, out[:w.Cols])
+	if w.Rows > 1 {
+		m := mat(w)
+		for i := 1; i < w.Rows; i++ {
+			m.Row(i, out[i*w.Cols:(i+1)*w.Cols])
+		}
+	}
+	return out
+}
+
+// Upload implements backend.Backend.
+func (c *CPU) Upload(dst backend.Acts, src []float32) {
+	d := data(dst)
+	for i := 0; i < dst.Rows; i++ {
+		copy(rowOf(d, dst, i), src[i*dst.Cols:(i+1)*dst.Cols])
+	}
+}
+
+// Download implements backend.Backend.
+func (c *CPU) Download(dst []float32, src backend.Acts) {
+	d := data(src)
+	for i := 0; i < src.Rows; i++ {
+		copy(dst[i*src.Cols:(i+1)*src.Cols], rowOf(d, src, i))
+	}
+}
+
+// Copy implements backend.Backend.
+func (c *CPU) Copy(dst, src backend.Acts) {
+	sameShape("Copy", dst, src)
+	dd, sd := data(dst), data(src)
+	for i := 0; i < dst.Rows; i++ {
+		copy(rowOf(dd, dst, i), rowOf(sd, src, i))
+	}
+}
+
+// MatMul implements backend.Backend. Each row's result is bit-identical
+// to a product over that row alone (ops' fixed reduction order).
+func (c *CPU) MatMul(dst, x backend.Acts, w *backend.Weight) {
+	if x.Rows != dst.Rows || x.Cols != w.Cols || dst.Cols != w.Rows {
+		panic(fmt.Sprintf("cpu: MatMul: %d×%d · %q [%d, %d] into %d×%d", x.Rows, x.Cols, w.Name, w.Rows, w.Cols, dst.Rows, dst.Cols))
+	}
+	m := mat(w)
+	if x.Rows == 1 {
+		c.e.MatVec(m, rowOf(data(dst), dst, 0), rowOf(data(x), x, 0))
+		return
+	}
+	c.e.MatMul(m, rows(&c.ys, dst), rows(&c.xs, x))
+}
+
+// Norm implements backend.Backend.
+func (c *CPU) Norm(dst, x backend.Acts, n *backend.Norm) {
+	sameShape("Norm", dst, x)
+	w := vec(&c.w1, n.W)
+	dd, xd := data(dst), data(x)
+	if n.RMS {
+		for i := 0; i < x.Rows; i++ {
+			ops.RMSNorm(rowOf(dd, dst, i), rowOf(xd, x, i), w, n.Eps)
+		}
+		return
+	}
+	b := vec(&c.w2, n.B)
+	for i := 0; i < x.Rows; i++ {
+		ops.LayerNorm(rowOf(dd, dst, i), rowOf(xd, x, i), w, b, n.Eps)
+	}
+}
+
+// AddScaled implements backend.Backend.
+func (c *CPU) AddScaled(dst, src backend.Acts, scale *backend.Weight) {
+	sameShape("AddScaled", dst, src)
+	s := vec(&c.w1, scale)
+	dd, sd := data(dst), data(src)
+	for i := 0; i < dst.Rows; i++ {
+		ops.AddScaled(rowOf(dd, dst, i), rowOf(sd, src, i), s)
+	}
+}
+
+func activation(a backend.Activation) func(float32) float32 {
+	switch a {
+	case backend.SiLU:
+		return ops.SiLU
+	case backend.GELU:
+		return gelu
+	case backend.ReLU:
+		return func(v float32) float32 { return max(v, 0) }
+	}
+	panic(fmt.Sprintf("cpu: activation %d", a))
+}
+
+// Gate implements backend.Backend.
+func (c *CPU) Gate(dst, src backend.Acts, act backend.Activation) {
+	h := dst.Cols
+	if src.Cols != 2*h || src.Rows != dst.Rows {
+		panic(fmt.Sprintf("cpu: Gate: %d×%d into %d×%d", src.Rows, src.Cols, dst.Rows, dst.Cols))
+	}
+	f := activation(act)
+	dd, sd := data(dst), data(src)
+	for i := 0; i < dst.Rows; i++ {
+		a, o := rowOf(sd, src, i), rowOf(dd, dst, i)
+		for j := 0; j < h; j++ {
+			o[j] = f(a[j]) * a[h+j]
+		}
+	}
+}
+
+// Activate implements backend.Backend.
+func (c *CPU) Activate(x backend.Acts, act backend.Activation) {
+	d := data(x)
+	if act == backend.GELU {
+		for i := 0; i < x.Rows; i++ {
+			ops.GELU(rowOf(d, x, i))
+		}
+		return
+	}
+	f := activation(act)
+	for i := 0; i < x.Rows; i++ {
+		r := rowOf(d, x, i)
+		for j, v := range r {
+			r[j] = f(v)
+		}
+	}
+}
+
+// NewRope implements backend.Backend.
+func (c *CPU) NewRope(dh int, maxPeriod float64) *backend.Rope {
+	return &backend.Rope{Dh: dh, MaxPeriod: maxPeriod, Data: ops.NewRoPE(dh, maxPeriod)}
+}
+
+// RoPE implements backend.Backend.
+func (c *CPU) RoPE(x backend.Acts, r *backend.Rope, pos []int) {
+	rp := r.Data.(*ops.RoPE)
+	dh := r.Dh
+	d := data(x)
+	for i := 0; i < x.Rows; i++ {
+		row := rowOf(d, x, i)
+		for h := 0; h+dh <= len(row); h += dh {
+			rp.Apply(row[h:h+dh], pos[i])
+		}
+	}
+}
+
+// Embed implements backend.Backend.
+func (c *CPU) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accumulate bool) {
+	K := len(tables)
+	if len(ids) < dst.Rows*K {
+		panic(fmt.Sprintf("cpu: Embed: %d ids for %d rows of %d tables", len(ids), dst.Rows, K))
+	}
+	if cap(c.row) < dst.Cols {
+		c.row = make([]float32, dst.Cols)
+	}
+	row := c.row[:dst.Cols]
+	d := data(dst)
+	for i := 0; i < dst.Rows; i++ {
+		o := rowOf(d, dst, i)
+		if !accumulate {
+			clear(o)
+		}
+		for k, t := range tables {
+			tok := ids[i*K+k]
+			if tok == backend.ZeroToken {
+				continue
+			}
+			if tok < 0 || tok >= t.Rows {
+				panic(fmt.Sprintf("cpu: token %d out of range for embedding %q of %d rows", tok, t.Name, t.Rows))
+			}
+			mat(t).Row(tok, row)
+			ops.Add(o, row)
+		}
+	}
+}
+
+// ring is the storage of a CPU KV ring: [heads][capacity][dh] keys and
+// values, so that one head's keys are contiguous for attention.
+type ring struct{ k, v []float32 }
+
+func ringOf(r *backend.Ring) *ring { return r.Data.(*ring) }
+
+// NewRing implements backend.Backend.
+func (c *CPU) NewRing(heads, dh, capacity int) *backend.Ring {
+	n := heads * dh * capacity
+	return &backend.Ring{Heads: heads, Dh: dh, Capacity: capacity, Data: &ring{k: make([]float32, n), v: make([]float32, n)}}
+}
+
+// GrowRing implements backend.Backend.
+func (c *CPU) GrowRing(r *backend.Ring, capacity int) {
+	if capacity <= r.Capacity {
+		return
+	}
+	if r.End > r.Capacity {
+		panic("cpu: GrowRing after the ring wrapped")
+	}
+	old := ringOf(r)
+	n := r.Heads * r.Dh * capacity
+	nr := &ring{k: make([]float32, n), v: make([]float32, n)}
+	oc, dh := r.Capacity*r.Dh, r.Dh
+	for h := 0; h < r.Heads; h++ {
+		copy(nr.k[h*capacity*dh:], old.k[h*oc:h*oc+r.End*dh])
+		copy(nr.v[h*capacity*dh:], old.v[h*oc:h*oc+r.End*dh])
+	}
+	r.Capacity, r.Data = capacity, nr
+}
+
+// CopyRing implements backend.Backend.
+func (c *CPU) CopyRing(dst, src *backend.Ring) {
+	s := ringOf(src)
+	if dst.Capacity != src.Capacity || len(ringOf(dst).k) != len(s.k) {
+		dst.Capacity = src.Capacity
+		dst.Data = &ring{k: make([]float32, len(s.k)), v: make([]float32, len(s.v))}
+	}
+	d := ringOf(dst)
+	copy(d.k, s.k)
+	copy(d.v, s.v)
+	dst.Heads, dst.Dh, dst.End = src.Heads, src.Dh, src.End
+}
+
+// FillRing implements backend.Backend.
+func (c *CPU) FillRing(r *backend.Ring, n int) {
+	d := ringOf(r)
+	for j := range d.k {
+		d.k[j] = float32(j%13-6) * 0.01
+		d.v[j] = float32(j%7-3) * 0.01
+	}
+	r.End += n
+}
+
+// write stores the key and value (heads concatenated) of one position.
+func write(r *backend.Ring, k, v []float32) {
+	d := ringOf(r)
+	slot := r.End % r.Capacity
+	dh := r.Dh
+	for h := 0; h < r.Heads; h++ {
+		o := (h*r.Capacity + slot) * dh
+		copy(d.k[o:o+dh], k[h*dh:(h+1)*dh])
+		copy(d.v[o:o+dh], v[h*dh:(h+1)*dh])
+	}
+	r.End++
+}
+
+// Attend implements backend.Backend.
+func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, stepwise bool) {
+	qd, od := data(qkv), data(out)
+	D := out.Cols
+	if qkv.Cols != 3*D || qkv.Rows != out.Rows {
+		panic(fmt.Sprintf("cpu: Attend: qkv %d×%d, out %d×%d", qkv.Rows, qkv.Cols, out.Rows, out.Cols))
+	}
+	r0 := 0
+	for _, s := range seqs {
+		if s.Ring.Heads*s.Ring.Dh != D {
+			panic(fmt.Sprintf("cpu: Attend: ring of %d×%d for rows of %d", s.Ring.Heads, s.Ring.Dh, D))
+		}
+		if !stepwise {
+			for i := r0; i < r0+s.Rows; i++ {
+				row := rowOf(qd, qkv, i)
+				write(s.Ring, row[D:2*D], row[2*D:])
+			}
+		}
+		end0 := s.Ring.End - s.Rows
+		if stepwise {
+			end0 = s.Ring.End
+		}
+		for i := 0; i < s.Rows; i++ {
+			row := rowOf(qd, qkv, r0+i)
+			if stepwise {
+				write(s.Ring, row[D:2*D], row[2*D:])
+			}
+			c.attend(s.Ring, row[:D], rowOf(od, out, r0+i), end0+i, context)
+		}
+		r0 += s.Rows
+	}
+	if r0 != qkv.Rows {
+		panic(fmt.Sprintf("cpu: Attend: sequences cover %d of %d rows", r0, qkv.Rows))
+	}
+}
+
+// attnJob is one query's attention, split by head (each head's output is
+// computed by one thread in a fixed order, so results do not depend on the
+// thread count).
+type attnJob struct {
+	c      *CPU
+	r      *backend.Ring
+	q, out []float32
+	valid  []int32   // ring slots the query attends to, in slot order
+	scores []float32 // [heads][capacity]
+	headFn func(int) // run, bound once so that calls allocate nothing
+}
+
+// parallelAttention is the work (valid keys × d_model) above which heads are
+// spread over the worker pool.
+const parallelAttention = 1 << 16
+
+// attend computes softmax(q·kᵀ/√d + mask)·v per head for a query at posQ.
+func (c *CPU) attend(r *backend.Ring, q, out []float32, posQ, context int) {
+	j := &c.att
+	j.r, j.q, j.out = r, q, out
+	j.valid = j.valid[:0]
+	for slot := 0; slot < r.Capacity; slot++ {
+		if backend.Visible(posQ, backend.RingPosition(r.End, r.Capacity, slot), context) {
+			j.valid = append(j.valid, int32(slot))
+		}
+	}
+	if n := r.Heads * r.Capacity; cap(j.scores) < n {
+		j.scores = make([]float32, n)
+	}
+	if r.Heads > 1 && len(j.valid)*r.Heads*r.Dh >= parallelAttention {
+		c.e.Parallel(r.Heads, j.headFn)
+		return
+	}
+	for hd := 0; hd < r.Heads; hd++ {
+		j.run(hd)
+	}
+}
+
+func (j *attnJob) run(hd int) {
+	r, e := j.r, j.c.e
+	d := ringOf(r)
+	dh := r.Dh
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	qh := j.q[hd*dh : (hd+1)*dh]
+	scores := j.scores[hd*r.Capacity : hd*r.Capacity+len(j.valid)]
+	maxv := float32(math.Inf(-1))
+	for i, slot := range j.valid {
+		o := (hd*r.Capacity + int(slot)) * dh
+		v := e.Dot(qh, d.k[o:o+dh]) * scale
+		scores[i] = v
+		maxv = max(maxv, v)
+	}
+	var sum float32
+	for i, v := range scores {
+		ex := float32(math.Exp(float64(v - maxv)))
+		scores[i] = ex
+		sum += ex
+	}
+	oh := j.out[hd*dh : (hd+1)*dh]
+	clear(oh)
+	inv := 1 / sum
+	for i, slot := range j.valid {
+		o := (hd*r.Capacity + int(slot)) * dh
+		e.Axpy(oh, scores[i]*inv, d.v[o:o+dh])
+	}
+}
+
+var _ backend.Backend = (*CPU)(nil)
+
+// gelu is the exact (erf) GELU of one value, as ops.GELU computes it.
+func gelu(v float32) float32 {
+	return float32(0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2)))
+}
+
+// KV returns the keys and values a CPU ring holds, [heads][capacity][dh]
+// (inspection and tests).
+func KV(r *backend.Ring) (k, v []float32) {
+	d := ringOf(r)
+	return d.k, d.v
+}
