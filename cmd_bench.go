@@ -15,7 +15,7 @@ func init() {
 	register(&cli.Command{
 		Name:      "bench",
 		Usage:     "measure the frame loop (Mimi encode, LM step, Mimi decode) against the memory-bandwidth roofline",
-		UsageText: "pp-offline bench [--config C] [--frames N] [--threads T] [--json] [--moshi-weight W --mimi-weight M]",
+		UsageText: "pp-offline bench [--config C] [--frames N] [--threads T] [--batch-size B] [--json] [--moshi-weight W --mimi-weight M]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "model config JSON (default: the built-in PersonaPlex 7B)"},
 			&cli.StringFlag{Name: "moshi-weight", Usage: "real LM checkpoint (default: random bf16 weights at the config's shape)"},
@@ -23,6 +23,7 @@ func init() {
 			&cli.IntFlag{Name: "frames", Value: 20, Usage: "frames measured"},
 			&cli.IntFlag{Name: "warmup", Value: 3, Usage: "frames run before measuring"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.IntFlag{Name: "batch-size", Value: 1, Usage: "conversations run in lockstep (each weight read once per step for all of them)"},
 			&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 or bf16 (see the main job's flag)"},
 			&cli.IntFlag{Name: "memory-mib", Value: 1024, Usage: "buffer size for the memory-bandwidth measurement"},
 			&cli.IntFlag{Name: "kv-fill", Usage: "pretend this many positions are already in the KV cache (synthetic), to time attention at long contexts (the real model's context is 3000)"},
@@ -41,8 +42,8 @@ func runBench(c *cli.Context) error {
 			return err
 		}
 	}
-	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 || c.Int("memory-mib") <= 0 || c.Int("kv-fill") < 0 {
-		return fmt.Errorf("--frames and --memory-mib must be positive, --warmup, --threads and --kv-fill not negative")
+	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 || c.Int("memory-mib") <= 0 || c.Int("kv-fill") < 0 || c.Int("batch-size") <= 0 {
+		return fmt.Errorf("--frames, --batch-size and --memory-mib must be positive, --warmup, --threads and --kv-fill not negative")
 	}
 	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
 		return fmt.Errorf("--compute-dtype: %v", err)
@@ -51,7 +52,7 @@ func runBench(c *cli.Context) error {
 	r, err := infer.Bench(infer.BenchOptions{
 		Config: cfg, MoshiWeight: c.String("moshi-weight"), MimiWeight: c.String("mimi-weight"),
 		Frames: c.Int("frames"), Warmup: c.Int("warmup"), Threads: c.Int("threads"),
-		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), Log: log,
+		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), BatchSize: c.Int("batch-size"), Log: log,
 	})
 	if err != nil {
 		return err
@@ -59,6 +60,7 @@ func runBench(c *cli.Context) error {
 	r.Config = c.String("config")
 	w := c.App.Writer
 	fmt.Fprintf(w, "pp-offline bench: %s, %d frames, %d threads, kernel %s, %s/%d CPUs\n", r.Weights, r.Frames, r.Threads, r.KernelPath, r.GoArch, r.NumCPU)
+	fmt.Fprintf(w, "  batch            %9d conversations in lockstep (figures below are per step: one 80 ms frame of each)\n", r.BatchSize)
 	fmt.Fprintf(w, "  KV cache         %9d positions attended\n", r.KVPositions)
 	fmt.Fprintf(w, "  LM step          %9.2f ms/frame  (temporal %.2f, text head + %d depformer steps %.2f)\n", r.LMMsPerFrame, r.TemporalMsPerFrame, r.DepformerSteps, r.DepformerMsPerFrame)
 	fmt.Fprintf(w, "  Mimi encode      %9.2f ms/frame\n", r.CodecEncodeMsPerFrame)
@@ -67,6 +69,7 @@ func runBench(c *cli.Context) error {
 	fmt.Fprintf(w, "  weights read     %9.3f GB/frame\n", float64(r.WeightBytesPerFrame)/1e9)
 	fmt.Fprintf(w, "  KV cache read    %9.3f GB/frame (float32)\n", float64(r.KVBytesPerFrame)/1e9)
 	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
+	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
 	fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (measured)  → %.0f%% of the roofline\n", r.MemoryGBps, 100*r.RooflineFraction)
 	if c.Bool("json") {
 		js, err := json.Marshal(r)
