@@ -330,10 +330,15 @@ func TestStalledTransferResumes(t *testing.T) {
 	const name = "model.safetensors"
 	s.Block(name, 50_000)
 	c := testClient(s, nil)
-	c.Stall = 50 * time.Millisecond
+	c.Stall = 100 * time.Millisecond
 	fetchOne(t, c, Cache{Dir: t.TempDir()}, name, files[name])
-	reqs := s.Requests()
-	if last := reqs[len(reqs)-1]; last.Range != "bytes=50000-" {
-		t.Fatalf("last request %+v", last)
+	// Whatever else a slow machine stalls on, the hang at 50000 bytes is
+	// resumed from there.
+	resumed := false
+	for _, r := range s.Requests() {
+		resumed = resumed || r.Server == "cdn" && r.Range == "bytes=50000-"
+	}
+	if !resumed {
+		t.Fatalf("no resume at the stall: %+v", s.Requests())
 	}
 }

@@ -8,12 +8,16 @@
 package hubtest
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +89,27 @@ func GitBlobSHA1(data []byte) string {
 	fmt.Fprintf(h, "blob %d\x00", len(data))
 	h.Write(data)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// VoicesTGZ packs files as the repo's voices.tgz does: entries under a
+// top folder voices/.
+func VoicesTGZ(files map[string][]byte) []byte {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	tw.WriteHeader(&tar.Header{Name: "voices/", Typeflag: tar.TypeDir, Mode: 0o755})
+	for _, n := range names {
+		tw.WriteHeader(&tar.Header{Name: "voices/" + n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))})
+		tw.Write(files[n])
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
 }
 
 // Close stops both servers.
