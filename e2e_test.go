@@ -250,6 +250,9 @@ func TestErrorsLeaveNoOutput(t *testing.T) {
 		}, "the config expects"},
 		{"corrupt weights", func(a []string, d string) []string { return setFlag(a, "--moshi-weight", notWav) }, "notwav.wav: "},
 		{"bad tokenizer", func(a []string, d string) []string { return setFlag(a, "--tokenizer", notWav) }, "notwav.wav: "},
+		{"tokenizer vs model", func(a []string, d string) []string {
+			return setFlag(a, "--tokenizer", "testdata/tokenizers/char.model")
+		}, "char.model: the tokenizer has 184 pieces but the model testdata/tiny/model.safetensors has text_card 1000"},
 		{"cuda", func(a []string, d string) []string { return setFlag(a, "--device", "cuda") }, "no usable GPU"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

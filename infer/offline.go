@@ -143,8 +143,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	if n := tok.VocabSize(); n < cfg.TextCard {
-		o.Log.Infof("tokenizer %s has %d pieces, the model's text_card is %d", o.Tokenizer, n, cfg.TextCard)
+	if n := tok.VocabSize(); n != cfg.TextCard {
+		return nil, fmt.Errorf("%s: the tokenizer has %d pieces but the model %s has text_card %d: tokenizer and model do not match", o.Tokenizer, n, o.MoshiWeight, cfg.TextCard)
 	}
 	for _, id := range textIDs {
 		if id >= cfg.TextCard {
