@@ -27,6 +27,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binPath = filepath.Join(dir, "pp-offline")
+	// No test reaches the real hub or the user's cache (the hub tests set
+	// their own environment).
+	os.Setenv("HF_HUB_OFFLINE", "1")
+	os.Setenv("HF_HOME", filepath.Join(dir, "hf"))
+	os.Unsetenv("HF_HUB_CACHE")
 	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 	if err != nil {
 		os.Stderr.Write(out)
