@@ -255,6 +255,7 @@ func TestErrorsLeaveNoOutput(t *testing.T) {
 		}, "the config expects"},
 		{"corrupt weights", func(a []string, d string) []string { return setFlag(a, "--moshi-weight", notWav) }, "notwav.wav: "},
 		{"bad tokenizer", func(a []string, d string) []string { return setFlag(a, "--tokenizer", notWav) }, "notwav.wav: "},
+		{"weights are a folder", func(a []string, d string) []string { return setFlag(a, "--moshi-weight", d) }, "is a directory (--moshi-weight wants a file)"},
 		{"tokenizer vs model", func(a []string, d string) []string {
 			return setFlag(a, "--tokenizer", "testdata/tokenizers/char.model")
 		}, "char.model: the tokenizer has 184 pieces but the model testdata/tiny/model.safetensors has text_card 1000"},

@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pp-offline/pp-offline/hub/hubtest"
 	"github.com/pp-offline/pp-offline/infer"
@@ -133,8 +135,12 @@ func TestHubDownloadThenOffline(t *testing.T) {
 	if code != 0 || strings.TrimSpace(stdout) != snapDir || stderr != "" {
 		t.Fatalf("download: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+	// What `huggingface-cli download` leaves: voices.tgz, no voices/.
+	if err := os.RemoveAll(filepath.Join(snapDir, "voices")); err != nil {
+		t.Fatal(err)
+	}
 	before := len(s.Requests())
-	if _, stderr, code := runWithEnv(t, hubEnv(s, home, "HF_HUB_OFFLINE=1"), hubArgs(out)...); code != 0 {
+	if _, stderr, code := runWithEnv(t, hubEnv(s, home, "HF_HUB_OFFLINE=1"), hubArgs(out)...); code != 0 || !strings.Contains(stderr, "extracted voices.tgz") {
 		t.Fatalf("offline run: exit %d:\n%s", code, stderr)
 	}
 	if stdout, _, code := runWithEnv(t, hubEnv(s, home, "HF_HUB_OFFLINE=1"), "download"); code != 0 || strings.TrimSpace(stdout) != snapDir {
@@ -163,5 +169,38 @@ func TestHubGatedRefusal(t *testing.T) {
 	lines = strings.Split(strings.TrimSpace(stderr), "\n")
 	if last = lines[len(lines)-1]; code == 0 || !strings.Contains(last, "401") || !strings.Contains(last, "set HF_TOKEN") {
 		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+}
+
+// SIGINT during a download that hangs stops the run (exit 130), leaving the
+// partial blob for the next run to resume.
+func TestHubInterruptDuringDownload(t *testing.T) {
+	s := tinyHub(t)
+	s.Block(infer.MoshiName, 100_000)
+	home := t.TempDir()
+	cmd := exec.Command(binPath, hubArgs(t.TempDir())...)
+	cmd.Env = hubEnv(s, home)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	blobs := filepath.Join(home, "hub", "models--nvidia--personaplex-7b-v1", "blobs")
+	for i := 0; ; i++ { // until the hanging transfer has written its first bytes
+		if i == 6000 {
+			cmd.Process.Kill()
+			t.Fatalf("the download never started:\n%s", e.String())
+		}
+		if m, _ := filepath.Glob(filepath.Join(blobs, "*.incomplete")); len(m) == 1 {
+			if st, err := os.Stat(m[0]); err == nil && st.Size() == 100_000 {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(e.String(), "interrupted") {
+		t.Fatalf("exit %v:\n%s", err, e.String())
 	}
 }

@@ -532,7 +532,7 @@ func (c *Client) fetchFile(ctx context.Context, cache Cache, snap Snapshot, name
 }
 
 // link points pointer at blob with a relative symlink (as huggingface_hub),
-// replacing whatever was there in one rename.
+// else a hard link, replacing whatever was there in one rename.
 func link(blob, pointer string) error {
 	rel, err := filepath.Rel(filepath.Dir(pointer), blob)
 	if err != nil {
@@ -541,7 +541,11 @@ func link(blob, pointer string) error {
 	tmp := fmt.Sprintf("%s.link%d", pointer, os.Getpid())
 	os.Remove(tmp)
 	if err := os.Symlink(rel, tmp); err != nil {
-		return fmt.Errorf("%s: cannot create a symlink: %v", pointer, fileio.PathErr(err))
+		// A filesystem without symlinks: a hard link still shares the blob
+		// (huggingface_hub keeps a plain file there too).
+		if lerr := os.Link(blob, tmp); lerr != nil {
+			return fmt.Errorf("%s: cannot create a symlink (%v) nor a hard link (%v)", pointer, fileio.PathErr(err), fileio.PathErr(lerr))
+		}
 	}
 	if err := os.Rename(tmp, pointer); err != nil {
 		os.Remove(tmp)
@@ -621,7 +625,11 @@ func (c *Client) download(ctx context.Context, name, blob string, m fileMeta) er
 	}
 	if d.off > 0 {
 		if d.v != nil {
-			if _, err := io.Copy(d.v, io.NewSectionReader(f, 0, d.off)); err != nil {
+			// Hash what is there (GBs, maybe), stopping when ctx is done.
+			if _, err := io.Copy(d.v, ctxReader{ctx, io.NewSectionReader(f, 0, d.off)}); err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("%s: %w", name, ctx.Err())
+				}
 				return fmt.Errorf("%s: %v", inc, fileio.PathErr(err))
 			}
 		}
@@ -654,6 +662,19 @@ func (c *Client) progress(name string, done, total int64) {
 	if c.Progress != nil {
 		c.Progress(name, done, total)
 	}
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // transfer is one file's download state across attempts.
