@@ -77,6 +77,14 @@ func TestValidateNames(t *testing.T) {
 			t.Errorf("repo %q accepted", r)
 		}
 	}
+	// A fine-tune's folder, as huggingface_hub names it.
+	if got := (Cache{Dir: "/c"}).RepoDir("someone/personaplex-ft"); got != "/c/models--someone--personaplex-ft" {
+		t.Errorf("RepoDir %q", got)
+	}
+	// A revision with slashes goes to the URL as one segment.
+	if got := (&Client{Endpoint: "https://h"}).resolveURL("a/b", "refs/pr/1", "voices.tgz"); got != "https://h/a/b/resolve/refs%2Fpr%2F1/voices.tgz" {
+		t.Errorf("resolve URL %q", got)
+	}
 	for _, r := range []string{"main", "v1.0", "refs/pr/1", strings.Repeat("a", 40)} {
 		if err := ValidateRevision(r); err != nil {
 			t.Errorf("%s: %v", r, err)
