@@ -9,7 +9,6 @@ import (
 	"github.com/pp-offline/pp-offline/internal/fileio"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/hub"
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
@@ -63,18 +63,18 @@ func versionString() string {
 
 // modelFlags are shared by the main job and the commands that load the model.
 func modelFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "config", Usage: "model config JSON (default: config.json beside --moshi-weight, else the built-in PersonaPlex 7B)"},
-		&cli.StringFlag{Name: "tokenizer", Usage: "SentencePiece tokenizer model (default: " + infer.TokenizerName + " from the --hf-repo cache)"},
-		&cli.StringFlag{Name: "moshi-weight", Usage: "LM checkpoint (.safetensors) (default: " + infer.MoshiName + " from the --hf-repo cache)"},
-		&cli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors) (default: " + infer.MimiName + " from the --hf-repo cache)"},
-		&cli.StringFlag{Name: "hf-repo", Value: infer.DefaultRepo, Usage: "Hugging Face repo whose local cache is searched for missing model files (never downloaded)"},
+	f := []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "model config JSON (default: config.json beside --moshi-weight (the --hf-repo snapshot's) if it is a flat model config, else the built-in PersonaPlex 7B)"},
+		&cli.StringFlag{Name: "tokenizer", Usage: "SentencePiece tokenizer model (default: " + infer.TokenizerName + " of --hf-repo)"},
+		&cli.StringFlag{Name: "moshi-weight", Usage: "LM checkpoint (.safetensors) (default: " + infer.MoshiName + " of --hf-repo)"},
+		&cli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors) (default: " + infer.MimiName + " of --hf-repo)"},
 		&cli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu or cuda (auto: a usable GPU, else the CPU)"},
 		&cli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
 		&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
 		&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (exact, the parity path) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
 	}
+	return append(f, hubFlags()...)
 }
 
 func mainFlags() []cli.Flag {
@@ -84,7 +84,7 @@ func mainFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output-text", Usage: "agent text to write (JSON)"},
 		&cli.StringFlag{Name: "text-prompt", Value: defaultTextPrompt, Usage: "role text prompt (\"\" = none)"},
 		&cli.StringFlag{Name: "voice-prompt", Usage: "voice prompt: a basename inside --voice-prompt-dir, or a path (.pt = saved embeddings, else audio)"},
-		&cli.StringFlag{Name: "voice-prompt-dir", Usage: "directory of voice prompts (default: voices/ in the --hf-repo cache)"},
+		&cli.StringFlag{Name: "voice-prompt-dir", Usage: "directory of voice prompts (default: voices/ extracted from voices.tgz of --hf-repo)"},
 		&cli.Float64Flag{Name: "temp-audio", Value: 0.8, Usage: "audio sampling temperature"},
 		&cli.Float64Flag{Name: "temp-text", Value: 0.7, Usage: "text sampling temperature"},
 		&cli.IntFlag{Name: "topk-audio", Value: 250, Usage: "audio top-k sampling"},
@@ -120,11 +120,18 @@ func (l *logger) Warnf(format string, a ...any) {
 	}
 }
 
-// interrupted is returned when SIGINT/SIGTERM stopped the run.
-type interrupted struct{ sig os.Signal }
+// interrupted is returned when SIGINT/SIGTERM stopped the run; what says
+// what was left (default: no output written).
+type interrupted struct {
+	sig  os.Signal
+	what string
+}
 
 func (e interrupted) Error() string {
-	return fmt.Sprintf("interrupted by %v: no output written", e.sig)
+	if e.what == "" {
+		e.what = "no output written"
+	}
+	return fmt.Sprintf("interrupted by %v: %s", e.sig, e.what)
 }
 func (e interrupted) ExitCode() int {
 	if e.sig == syscall.SIGTERM {
@@ -166,14 +173,20 @@ func runMain(c *cli.Context) error {
 	if err := checkReadable(c.String("input-wav")); err != nil {
 		return err
 	}
-	opts, err := jobOptions(c, log)
+	// SIGINT/SIGTERM stop a download, or the run at the next frame; nothing is written.
+	ctx, stop, signalled := withSignals()
+	defer stop()
+	opts, voiceDir, err := jobOptions(ctx, c, log, wantsVoiceDir(c))
 	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return interrupted{sig: signalled(), what: "no output written (a download resumes where it stopped)"}
+		}
 		return err
 	}
 	if err := offloadOptions(c, &opts, log); err != nil {
 		return err
 	}
-	voicePath, err := resolveVoice(c, log)
+	voicePath, err := resolveVoice(c, log, voiceDir)
 	if err != nil {
 		return err
 	}
@@ -190,21 +203,6 @@ func runMain(c *cli.Context) error {
 			log.Infof("seed %d (pass --seed %d to repeat this run)", opts.Seed, opts.Seed)
 		}
 	}
-	// SIGINT/SIGTERM stop the run at the next frame; nothing is written.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigc)
-	gotSig := make(chan os.Signal, 1)
-	go func() {
-		select {
-		case s := <-sigc:
-			gotSig <- s
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	prog := newProgress(c, log)
 	if prog != nil {
 		opts.Progress = prog
@@ -213,12 +211,7 @@ func runMain(c *cli.Context) error {
 	prog.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			sig := os.Signal(os.Interrupt)
-			select {
-			case sig = <-gotSig:
-			default:
-			}
-			return interrupted{sig}
+			return interrupted{sig: signalled()}
 		}
 		return err
 	}
@@ -247,40 +240,69 @@ func runMain(c *cli.Context) error {
 }
 
 // jobOptions resolves the model files, config and device shared by every
-// command that loads the model.
-func jobOptions(c *cli.Context, log *logger) (infer.Options, error) {
+// command that loads the model. Each model file is its flag's, else the
+// --hf-repo snapshot's (local cache, else downloaded); withVoices adds
+// voices.tgz, extracted, whose folder it returns.
+func jobOptions(ctx context.Context, c *cli.Context, log *logger, withVoices bool) (infer.Options, string, error) {
 	var o infer.Options
 	o.Log = log
-	repo := c.String("hf-repo")
-	var err error
-	if o.MoshiWeight, err = infer.ResolveAsset(c.String("moshi-weight"), repo, infer.MoshiName, "--moshi-weight"); err != nil {
-		return o, err
+	assets := []struct {
+		flag, name string
+		dst        *string
+	}{{"moshi-weight", infer.MoshiName, &o.MoshiWeight}, {"mimi-weight", infer.MimiName, &o.MimiWeight}, {"tokenizer", infer.TokenizerName, &o.Tokenizer}}
+	// Flags first: a typo costs no download.
+	if err := deviceOptions(c, &o, log); err != nil {
+		return o, "", err
 	}
-	if o.MimiWeight, err = infer.ResolveAsset(c.String("mimi-weight"), repo, infer.MimiName, "--mimi-weight"); err != nil {
-		return o, err
+	var files []hub.File
+	for _, a := range assets {
+		if c.String(a.flag) == "" {
+			files = append(files, hub.File{Name: a.name})
+		} else if err := givenFile(c.String(a.flag), "--"+a.flag); err != nil {
+			return o, "", err
+		}
 	}
-	if o.Tokenizer, err = infer.ResolveAsset(c.String("tokenizer"), repo, infer.TokenizerName, "--tokenizer"); err != nil {
-		return o, err
+	if c.String("config") == "" && c.String("moshi-weight") == "" {
+		files = append(files, hub.File{Name: configName, Optional: true})
+	}
+	if withVoices {
+		files = append(files, hub.File{Name: voicesArchive})
+	}
+	snap, err := hubSnapshot(ctx, c, log, files, false)
+	if err != nil {
+		return o, "", err
+	}
+	for _, a := range assets {
+		if *a.dst = c.String(a.flag); *a.dst == "" {
+			*a.dst = snap.Path(a.name)
+		}
+	}
+	voiceDir := ""
+	if withVoices {
+		voiceDir = snap.Path(voicesDir)
 	}
 	o.Config, err = resolveConfig(c.String("config"), o.MoshiWeight, log)
-	if err != nil {
-		return o, err
-	}
+	return o, voiceDir, err
+}
+
+// deviceOptions sets the device, threads and compute dtype.
+func deviceOptions(c *cli.Context, o *infer.Options, log *logger) error {
+	var err error
 	o.Device, err = resolveDevice(c.String("device"), c.Bool("cpu-offload"), log)
 	if err != nil {
-		return o, err
+		return err
 	}
 	o.Threads = c.Int("threads")
 	if o.Threads < 0 {
-		return o, fmt.Errorf("--threads must be positive, not %d", o.Threads)
+		return fmt.Errorf("--threads must be positive, not %d", o.Threads)
 	}
 	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
-		return o, fmt.Errorf("--compute-dtype: %v", err)
+		return fmt.Errorf("--compute-dtype: %v", err)
 	}
 	if ops.ComputeDType() == "bf16" {
 		log.Infof("compute dtype bf16 (kernel %s): outputs differ from the f32 parity path", ops.BF16KernelName())
 	}
-	return o, nil
+	return nil
 }
 
 // resolveConfig: --config, else a config.json beside the weights that parses
@@ -390,10 +412,10 @@ func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 	return "", fmt.Errorf("--device must be auto, cpu or cuda, not %q", dev)
 }
 
-func resolveVoice(c *cli.Context, log *logger) (string, error) {
+func resolveVoice(c *cli.Context, log *logger, repoVoices string) (string, error) {
 	dir := c.String("voice-prompt-dir")
 	if dir == "" {
-		dir = infer.CachedVoicesDir(c.String("hf-repo"))
+		dir = repoVoices
 	}
 	p, err := voices.Resolve(c.String("voice-prompt"), dir)
 	if err != nil {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -37,8 +39,13 @@ func runVoice(c *cli.Context) error {
 		return err
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
-	opts, err := jobOptions(c, log)
+	ctx, stop, signalled := withSignals()
+	defer stop()
+	opts, _, err := jobOptions(ctx, c, log, false)
 	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return interrupted{sig: signalled()}
+		}
 		return err
 	}
 	p, err := infer.MakeVoice(opts, c.String("input-wav"))

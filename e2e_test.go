@@ -27,6 +27,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binPath = filepath.Join(dir, "pp-offline")
+	// No test reaches the real hub or the user's cache (the hub tests set
+	// their own environment).
+	os.Setenv("HF_HUB_OFFLINE", "1")
+	os.Setenv("HF_HOME", filepath.Join(dir, "hf"))
+	os.Unsetenv("HF_HUB_CACHE")
 	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 	if err != nil {
 		os.Stderr.Write(out)
@@ -250,6 +255,10 @@ func TestErrorsLeaveNoOutput(t *testing.T) {
 		}, "the config expects"},
 		{"corrupt weights", func(a []string, d string) []string { return setFlag(a, "--moshi-weight", notWav) }, "notwav.wav: "},
 		{"bad tokenizer", func(a []string, d string) []string { return setFlag(a, "--tokenizer", notWav) }, "notwav.wav: "},
+		{"weights are a folder", func(a []string, d string) []string { return setFlag(a, "--moshi-weight", d) }, "is a directory (--moshi-weight wants a file)"},
+		{"tokenizer vs model", func(a []string, d string) []string {
+			return setFlag(a, "--tokenizer", "testdata/tokenizers/char.model")
+		}, "char.model: the tokenizer has 184 pieces but the model testdata/tiny/model.safetensors has text_card 1000"},
 		{"cuda", func(a []string, d string) []string { return setFlag(a, "--device", "cuda") }, "no usable GPU"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -134,9 +134,6 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	if err != nil {
 		return err
 	}
-	if n := tok.VocabSize(); n < cfg.TextCard {
-		o.Log.Infof("tokenizer %s has %d pieces, the model's text_card is %d", o.Tokenizer, n, cfg.TextCard)
-	}
 	// The first batch's inputs are read before the models load: when none
 	// is usable, nothing is loaded.
 	type ready struct {
@@ -179,6 +176,10 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	}
 	defer codec.Close()
 	codec.SetBackend(be)
+	// After the weights: a config that does not fit them is reported first.
+	if n := tok.VocabSize(); n != cfg.TextCard {
+		return fmt.Errorf("%s: the tokenizer has %d pieces but the model %s has text_card %d: tokenizer and model do not match", o.Tokenizer, n, o.MoshiWeight, cfg.TextCard)
+	}
 	var placed *lm.Placed
 	if o.Device == "sim" {
 		if placed, err = lm.NewSim(model, o.Offload); err != nil {

@@ -7,11 +7,6 @@ package infer
 import (
 	"context"
 	"fmt"
-	"github.com/pp-offline/pp-offline/internal/fileio"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/config"
@@ -187,83 +182,3 @@ func checkVoiceEmbeddings(path string, p lm.SystemPrompt, c *config.LM) error {
 
 // CUDAAvailable reports whether a CUDA backend and a usable GPU exist.
 func CUDAAvailable() bool { return false }
-
-// hfCacheDir is the Hugging Face hub cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub).
-func hfCacheDir() string {
-	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("HF_HOME"); d != "" {
-		return filepath.Join(d, "hub")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "huggingface", "hub")
-}
-
-// cachedSnapshots lists the local snapshot folders of repo, newest first.
-func cachedSnapshots(repo string) []string {
-	base := hfCacheDir()
-	if base == "" || repo == "" {
-		return nil
-	}
-	dir := filepath.Join(base, "models--"+strings.ReplaceAll(repo, "/", "--"), "snapshots")
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	type snap struct {
-		path string
-		mod  int64
-	}
-	var snaps []snap
-	for _, e := range ents {
-		if info, err := e.Info(); err == nil && e.IsDir() {
-			snaps = append(snaps, snap{filepath.Join(dir, e.Name()), info.ModTime().UnixNano()})
-		}
-	}
-	sort.Slice(snaps, func(i, j int) bool { return snaps[i].mod > snaps[j].mod })
-	out := make([]string, len(snaps))
-	for i, s := range snaps {
-		out[i] = s.path
-	}
-	return out
-}
-
-// ResolveAsset returns path when given, else the file name from the local
-// Hugging Face cache of repo. pp-offline never downloads: the error says how
-// to get the file.
-func ResolveAsset(path, repo, name, flag string) (string, error) {
-	if path != "" {
-		st, err := os.Stat(path)
-		if err != nil {
-			return "", fmt.Errorf("%s: %v", path, fileio.PathErr(err))
-		}
-		if st.IsDir() {
-			return "", fmt.Errorf("%s: is a directory (%s wants a file)", path, flag)
-		}
-		return path, nil
-	}
-	for _, s := range cachedSnapshots(repo) {
-		p := filepath.Join(s, name)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("no %s given and %s is not in the local Hugging Face cache of %s (pp-offline does not download: fetch it with `huggingface-cli download %s %s` or pass %s)", flag, name, repo, repo, name, flag)
-}
-
-// CachedVoicesDir is the voices/ folder extracted from voices.tgz in the
-// local cache of repo, or "" when there is none.
-func CachedVoicesDir(repo string) string {
-	for _, s := range cachedSnapshots(repo) {
-		for _, d := range []string{filepath.Join(s, "voices"), filepath.Join(filepath.Dir(filepath.Dir(s)), "voices")} {
-			if st, err := os.Stat(d); err == nil && st.IsDir() {
-				return d
-			}
-		}
-	}
-	return ""
-}
