@@ -34,7 +34,7 @@ var spinFor = 100 * time.Microsecond
 const (
 	// maxChunks bounds the chunks of one job (16 bits of the job word).
 	maxChunks = 1<<16 - 1
-	// maxThreads bounds SetThreads.
+	// maxThreads bounds the threads of an engine (SetThreads, NewEngine).
 	maxThreads = 1024
 )
 
