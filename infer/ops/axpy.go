@@ -3,11 +3,16 @@ package ops
 // Axpy computes dst[i] += a·x[i] for i < len(dst), with the product rounded
 // to float32 before the add (two roundings, no FMA), so the assembly and the
 // portable code give the same bits on every CPU. Attention's value
-// accumulation runs on it.
-func Axpy(dst []float32, a float32, x []float32) {
+// accumulation runs on it. It runs on the default engine's kernel variant.
+func Axpy(dst []float32, a float32, x []float32) { defaultEngine.Axpy(dst, a, x) }
+
+// Axpy computes dst[i] += a·x[i] for i < len(dst), with the product rounded
+// to float32 before the add (two roundings, no FMA): the same bits on every
+// kernel variant. It runs on the calling goroutine.
+func (e *Engine) Axpy(dst []float32, a float32, x []float32) {
 	x = x[:len(dst)]
 	n := 0
-	if k := kernels.Load(); k.id != kPortable {
+	if k := e.k.Load(); k.id != kPortable {
 		n = archAxpy(k.id, dst, a, x)
 	}
 	for i := n; i < len(dst); i++ {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 )
 
 // The bf16 compute mode (opt-in, issue 7: `--compute-dtype bf16`).
@@ -17,7 +16,8 @@ import (
 // reference computes on a GPU in bf16, and not bit-compatible with the f32
 // mode (the rounding of the activations changes results by about 2^-9
 // relative per term). F16 and F32 weights, Dot and everything else are
-// unaffected. The mode is process-wide; the parity tests run in "f32".
+// unaffected. The mode is a setting of an Engine (EngineOptions.ComputeDType;
+// SetComputeDType for the default engine); the parity tests run in "f32".
 //
 // The numeric contract of the mode (the VDPBF16PS kernel in
 // bf16compute_amd64.s and the portable Go fallback below compute exactly
@@ -53,8 +53,8 @@ import (
 //
 // Results do not depend on the thread count or on whether a row comes from
 // MatVec or MatMul. The kernel is the assembly one when the CPU has
-// AVX512_BF16 and the avx512 kernel variant is selected (SetKernel), the
-// portable Go one otherwise — bit-identical, but the portable one is many
+// AVX512_BF16 and the engine uses the avx512 kernel variant (SetKernel,
+// EngineOptions.Kernel), the portable Go one otherwise — bit-identical, but the portable one is many
 // times slower than the f32 mode's kernels: the mode is only worth using
 // on CPUs with AVX512_BF16.
 
@@ -65,46 +65,43 @@ const bf16Block = 2 * lanes
 // size of the per-call buffer); larger MatMuls run as several groups.
 const bf16MMGroup = 256
 
-var computeBF16 atomic.Bool
-
-// SetComputeDType selects the compute dtype of BF16-weight matrix products:
-// "f32" (the default: exact float32 arithmetic, the parity path) or "bf16"
-// (activations rounded to bf16, VDPBF16PS where the CPU has it). It is
-// process-wide; switching it while products run makes the running ones use
-// either mode.
-func SetComputeDType(name string) error {
+// parseComputeDType reports whether name is the bf16 compute dtype.
+func parseComputeDType(name string) (bf16 bool, err error) {
 	switch name {
 	case "f32", "float32":
-		computeBF16.Store(false)
+		return false, nil
 	case "bf16", "bfloat16":
-		computeBF16.Store(true)
-	default:
-		return fmt.Errorf("ops: unknown compute dtype %q (want f32 or bf16)", name)
+		return true, nil
 	}
+	return false, fmt.Errorf("ops: unknown compute dtype %q (want f32 or bf16)", name)
+}
+
+// SetComputeDType selects the default engine's compute dtype of BF16-weight
+// matrix products: "f32" (the default: exact float32 arithmetic, the parity
+// path) or "bf16" (activations rounded to bf16, VDPBF16PS where the CPU has
+// it). Switching it while products run makes the running ones use either
+// mode.
+func SetComputeDType(name string) error {
+	bf16, err := parseComputeDType(name)
+	if err != nil {
+		return err
+	}
+	defaultEngine.bf16.Store(bf16)
 	return nil
 }
 
-// ComputeDType reports the compute dtype in use: "f32" or "bf16".
-func ComputeDType() string {
-	if computeBF16.Load() {
-		return "bf16"
-	}
-	return "f32"
-}
+// ComputeDType reports the default engine's compute dtype: "f32" or "bf16".
+func ComputeDType() string { return defaultEngine.ComputeDType() }
 
-// BF16KernelName names the kernel the bf16 compute mode runs on:
-// "avx512bf16" (VDPBF16PS) or "portable".
-func BF16KernelName() string {
-	if bf16Asm() {
-		return "avx512bf16"
-	}
-	return "portable"
-}
+// BF16KernelName names the kernel the default engine's bf16 compute mode
+// runs on: "avx512bf16" (VDPBF16PS) or "portable".
+func BF16KernelName() string { return defaultEngine.BF16KernelName() }
 
-// bf16Asm reports whether the bf16 mode uses the assembly kernels: the CPU
-// has AVX512_BF16 and the avx512 variant is selected (so that SetKernel
-// forces the portable path in tests, as for the f32 mode).
-func bf16Asm() bool { return hasDPBF16 && kernels.Load().id == kAVX512 }
+// bf16Asm reports whether the bf16 mode of an engine using kernel variant k
+// runs the assembly kernels: the CPU has AVX512_BF16 and k is the avx512
+// variant (so that SetKernel forces the portable path in tests, as for the
+// f32 mode).
+func bf16Asm(k *kernelSet) bool { return hasDPBF16 && k.id == kAVX512 }
 
 // roundBF16 rounds f to bf16 as VCVTNEPS2BF16 does.
 func roundBF16(f float32) uint16 {
@@ -202,7 +199,8 @@ func dotDPBF16Portable(w, xb []uint16, nl int) float32 {
 // bf16Call is the scratch of one bf16-mode product: the rounded
 // activations and the job descriptions for the pool. Calls take one from
 // bf16Calls and give it back, so that steady-state calls allocate nothing
-// (a buffer only grows, up to bf16MMGroup × the widest matrix).
+// (a buffer only grows, up to bf16MMGroup × the widest matrix). The free
+// list is shared by all engines: it holds no settings, only buffers.
 type bf16Call struct {
 	xb []uint16
 	mv bf16MVTask
@@ -239,22 +237,21 @@ func putBF16Call(c *bf16Call) {
 	bf16Calls.mu.Unlock()
 }
 
-// matVecBF16 is MatVec in bf16 mode (BF16 weights; shapes checked, x and
-// dst cut to Cols and Rows).
-func (m Mat) matVecBF16(dst, x []float32) {
-	asm := bf16Asm()
+// matVecBF16 is MatVec in bf16 mode on pool p (BF16 weights; shapes
+// checked, x and dst cut to Cols and Rows); asm selects the assembly
+// kernels (bf16Asm).
+func (m Mat) matVecBF16(p *pool, asm bool, dst, x []float32) {
 	c := getBF16Call(m.Cols)
 	bf16RoundVec(c.xb, x, asm)
-	if m.Bytes() < parallelMinBytes || !c.parallelMV(asm, m, dst) {
+	if m.Bytes() < parallelMinBytes || !c.parallelMV(p, asm, m, dst) {
 		m.bf16MVRange(asm, 0, m.Rows, dst, c.xb)
 	}
 	putBF16Call(c)
 }
 
-// matMulBF16 is MatMul in bf16 mode (BF16 weights, len(xs) ≥ 2, shapes
-// checked, dst cut to len(xs)).
-func (m Mat) matMulBF16(dst, xs [][]float32) {
-	asm := bf16Asm()
+// matMulBF16 is MatMul in bf16 mode on pool p (BF16 weights, len(xs) ≥ 2,
+// shapes checked, dst cut to len(xs)).
+func (m Mat) matMulBF16(p *pool, asm bool, dst, xs [][]float32) {
 	cols := m.Cols
 	g := min(len(xs), bf16MMGroup)
 	c := getBF16Call(g * cols)
@@ -265,7 +262,7 @@ func (m Mat) matMulBF16(dst, xs [][]float32) {
 			bf16RoundVec(xb[(t-t0)*cols:(t-t0+1)*cols], xs[t][:cols], asm)
 		}
 		d := dst[t0:t1]
-		if m.Bytes()*int64(t1-t0) < parallelMinBytes || !c.parallelMM(asm, m, d, xb) {
+		if m.Bytes()*int64(t1-t0) < parallelMinBytes || !c.parallelMM(p, asm, m, d, xb) {
 			m.bf16MMRange(asm, 0, m.Rows, d, xb)
 		}
 	}
@@ -399,11 +396,10 @@ func (t *bf16MMTask) runChunk(i int) {
 	t.m.bf16MMRange(t.asm, r0, r1, t.dst, t.xb)
 }
 
-// parallelMV runs a bf16-mode MatVec on the pool; false if it did not.
-func (c *bf16Call) parallelMV(asm bool, m Mat, dst []float32) bool {
-	p := thePool
+// parallelMV runs a bf16-mode MatVec on pool p; false if it did not.
+func (c *bf16Call) parallelMV(p *pool, asm bool, m Mat, dst []float32) bool {
 	minRows := (32 << 10) / max(1, m.Cols*m.DType.Size())
-	size, n := chunkRows(m.Rows, Threads(), minRows)
+	size, n := chunkRows(m.Rows, int(p.nthreads.Load()), minRows)
 	if !p.start(n) {
 		return false
 	}
@@ -413,10 +409,9 @@ func (c *bf16Call) parallelMV(asm bool, m Mat, dst []float32) bool {
 	return true
 }
 
-// parallelMM runs a bf16-mode MatMul on the pool; false if it did not.
-func (c *bf16Call) parallelMM(asm bool, m Mat, dst [][]float32, xb []uint16) bool {
-	p := thePool
-	size, n := chunkRows(m.Rows, Threads(), 12)
+// parallelMM runs a bf16-mode MatMul on pool p; false if it did not.
+func (c *bf16Call) parallelMM(p *pool, asm bool, m Mat, dst [][]float32, xb []uint16) bool {
+	size, n := chunkRows(m.Rows, int(p.nthreads.Load()), 12)
 	if !p.start(n) {
 		return false
 	}

@@ -121,7 +121,7 @@ func (c *Conv1d) Forward(dst, src []float32, T int, sc *ConvScratch) {
 	}
 	In, Out := c.In, c.Out
 	if c.Groups == 1 {
-		c.pk.run(dst, Out, src, T, c.Stride*In, c.Dilation*In, sc)
+		c.pk.run(defaultEngine, dst, Out, src, T, c.Stride*In, c.Dilation*In, sc)
 		return
 	}
 	K := c.Kernel
@@ -222,7 +222,7 @@ func (c *ConvTranspose1d) Forward(dst, src []float32, T int, sc *ConvScratch) {
 		panic(fmt.Sprintf("ops: ConvTranspose1d.Forward: src %d / dst %d floats too short for %d steps (in %d, out %d, window %d, stride %d)", len(src), len(dst), T, In, Out, m, S))
 	}
 	if c.Groups == 1 {
-		c.pk.run(dst, S*Out, src, T, In, 0, sc)
+		c.pk.run(defaultEngine, dst, S*Out, src, T, In, 0, sc)
 		return
 	}
 	K := c.Kernel

@@ -106,8 +106,9 @@ const (
 	convChunksPerThread = 8
 )
 
-// run computes T windows into dst (row t at dst[t·dstRow:], out values).
-func (p *convPack) run(dst []float32, dstRow int, src []float32, T, rowStep, tapStep int, sc *ConvScratch) {
+// run computes T windows into dst (row t at dst[t·dstRow:], out values) on
+// engine e.
+func (p *convPack) run(e *Engine, dst []float32, dstRow int, src []float32, T, rowStep, tapStep int, sc *ConvScratch) {
 	if T <= 0 {
 		return
 	}
@@ -115,12 +116,12 @@ func (p *convPack) run(dst []float32, dstRow int, src []float32, T, rowStep, tap
 	if last := (T-1)*rowStep + (p.taps-1)*tapStep + p.in; len(src) < last || len(dst) < (T-1)*dstRow+p.out || rowStep < 0 || tapStep < 0 {
 		panic("ops: convolution bounds")
 	}
-	k := kernels.Load()
+	k := e.k.Load()
 	tr := tileRows(k.id)
 	nb := (T + tr - 1) / tr
 	units := p.panels * nb
 	j := convJob{p: p, id: k.id, dst: dst, src: src, dstRow: dstRow, rowStep: rowStep, tapStep: tapStep, T: T, tr: tr, nb: nb}
-	n := min(units, convChunksPerThread*Threads())
+	n := min(units, convChunksPerThread*e.Threads())
 	if sc == nil || n < 2 || T*p.panels*panelCols*L < convParallelMin {
 		j.units(0, units)
 		return
@@ -128,7 +129,7 @@ func (p *convPack) run(dst []float32, dstRow int, src []float32, T, rowStep, tap
 	j.perChunk = (units + n - 1) / n
 	n = (units + j.perChunk - 1) / j.perChunk
 	sc.job = j
-	Parallel(n, sc.chunkFunc())
+	e.Parallel(n, sc.chunkFunc())
 	sc.job = convJob{} // drop the references to the caller's buffers
 }
 
@@ -216,10 +217,11 @@ func eluPortable(x float32) float32 {
 
 // ELUTo writes ELU(src) (alpha 1) into dst, which may be src: the
 // vectorised ELU of the convolutions, within 2 ulp of ELU (which computes
-// expm1 in float64) and bit-identical on every kernel variant.
+// expm1 in float64) and bit-identical on every kernel variant. It runs on
+// the default engine's kernel variant.
 func ELUTo(dst, src []float32) {
 	src = src[:len(dst)]
-	n := archELU(kernels.Load().id, dst, src)
+	n := archELU(defaultEngine.k.Load().id, dst, src)
 	for i := n; i < len(dst); i++ {
 		dst[i] = eluPortable(src[i])
 	}

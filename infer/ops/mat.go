@@ -3,26 +3,36 @@
 // widened exactly to float32 at the point of use; activations and
 // accumulation are float32.
 //
-// Matrix products (Mat.MatVec, Mat.MatMul) and Dot run on kernel variants
-// chosen at start-up from the CPU (golang.org/x/sys/cpu): AVX-512F, AVX2+FMA
-// (Go assembly, matvec_amd64.s) or portable Go (matvec_portable.go; the only
-// one under the purego build tag or off amd64). All variants compute the same
-// fixed sequence of float32 operations (see the contract in
-// matvec_portable.go), so results are bit-identical whatever the CPU, the
-// variant, the thread count (SetThreads) or whether a row comes from MatVec
-// or MatMul. Large products run on one persistent worker pool (pool.go),
-// split by output rows. The plain loops they replace are kept in
-// matvec_ref.go as the tests' reference.
+// Matrix products (MatVec, MatMul) and Dot run on kernel variants chosen
+// from the CPU (golang.org/x/sys/cpu): AVX-512F, AVX2+FMA (Go assembly,
+// matvec_amd64.s) or portable Go (matvec_portable.go; the only one under the
+// purego build tag or off amd64). All variants compute the same fixed
+// sequence of float32 operations (see the contract in matvec_portable.go),
+// so results are bit-identical whatever the CPU, the variant, the thread
+// count or whether a row comes from MatVec or MatMul. Large products run on
+// a persistent worker pool (pool.go), split by output rows. The plain loops
+// they replace are kept in matvec_ref.go as the tests' reference.
+//
+// An Engine (engine.go) is one compute context: a kernel variant, a compute
+// dtype and a worker pool of its own, set once by NewEngine and stopped by
+// Close. Engines are independent of each other and of the default engine,
+// Default(), which is what the package-level functions (Mat.MatVec,
+// Mat.MatMul, Dot, Axpy, Parallel, the convolutions, ELUTo) run on and what
+// SetThreads, SetKernel and SetComputeDType configure, process-wide. Code
+// that owns its compute settings (a backend) makes its own Engine and calls
+// its methods; everything else uses the package-level functions.
 //
 // All of the above is the default compute dtype, "f32". An opt-in "bf16"
-// compute dtype (SetComputeDType, bf16compute.go) makes BF16-weight
-// products round their activations to bf16 (VDPBF16PS); it has its own,
-// different bits and is outside the parity tests.
+// compute dtype (EngineOptions.ComputeDType, SetComputeDType;
+// bf16compute.go) makes BF16-weight products round their activations to
+// bf16 (VDPBF16PS); it has its own, different bits and is outside the
+// parity tests.
 package ops
 
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
@@ -68,6 +78,58 @@ func MatFromF32(rows, cols int, data []float32) Mat {
 	}
 	return Mat{Rows: rows, Cols: cols, DType: weights.F32, f32: data}
 }
+
+// MatFromBytes views rows×cols little-endian elements of dtype dt (BF16,
+// F16 or F32) in b as a matrix, without copying: the matrix reads b, which
+// must stay unchanged while it is in use. b must hold exactly
+// rows·cols·dt.Size() bytes and start on a multiple of the element size (2
+// or 4 bytes; mmap'd tensors and the 64-byte aligned offload buffers do);
+// a misaligned b is an error, not a silent copy. Little-endian hosts only,
+// as the weights package.
+func MatFromBytes(rows, cols int, dt weights.DType, b []byte) (Mat, error) {
+	switch dt {
+	case weights.BF16, weights.F16, weights.F32:
+	default:
+		return Mat{}, fmt.Errorf("ops: MatFromBytes: dtype %s cannot be used as a weight matrix", dt)
+	}
+	size := dt.Size()
+	if rows < 0 || cols < 0 || (cols > 0 && rows > math.MaxInt/size/cols) {
+		return Mat{}, fmt.Errorf("ops: MatFromBytes: bad shape %dx%d", rows, cols)
+	}
+	n := rows * cols
+	if len(b) != n*size {
+		return Mat{}, fmt.Errorf("ops: MatFromBytes: %d bytes for a %dx%d %s matrix (want %d)", len(b), rows, cols, dt, n*size)
+	}
+	if !littleEndian {
+		return Mat{}, fmt.Errorf("ops: MatFromBytes: big-endian host")
+	}
+	m := Mat{Rows: rows, Cols: cols, DType: dt}
+	if n == 0 {
+		// Non-nil, so that RowSlice sees the dtype's slice.
+		if dt == weights.F32 {
+			m.f32 = []float32{}
+		} else {
+			m.u16 = []uint16{}
+		}
+		return m, nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if uintptr(p)%uintptr(size) != 0 {
+		return Mat{}, fmt.Errorf("ops: MatFromBytes: data at %#x is not aligned to its %d-byte %s elements", uintptr(p), size, dt)
+	}
+	if dt == weights.F32 {
+		m.f32 = unsafe.Slice((*float32)(p), n)
+	} else {
+		m.u16 = unsafe.Slice((*uint16)(p), n)
+	}
+	return m, nil
+}
+
+// littleEndian reports the host byte order.
+var littleEndian = func() bool {
+	v := uint16(1)
+	return *(*byte)(unsafe.Pointer(&v)) == 1
+}()
 
 // RowSlice returns rows [r0, r1) as a matrix without copying.
 func (m Mat) RowSlice(r0, r1 int) Mat {
@@ -124,10 +186,22 @@ const (
 )
 
 // MatVec computes dst[r] = Σ_c m[r,c]·x[c] for every row (F.linear without
+// bias) on the default engine. The result of each row follows the fixed
+// 32-lane order described in matvec_portable.go: it is the same on every
+// CPU, kernel variant and thread count, and the same as MatMul's.
+func (m Mat) MatVec(dst, x []float32) { defaultEngine.MatVec(m, dst, x) }
+
+// MatMul computes dst[t] = m·xs[t] for every row of xs (the prefill) on the
+// default engine, each bit-identical to MatVec(dst[t], xs[t]). dst must not
+// alias xs.
+func (m Mat) MatMul(dst, xs [][]float32) { defaultEngine.MatMul(m, dst, xs) }
+
+// MatVec computes dst[r] = Σ_c m[r,c]·x[c] for every row (F.linear without
 // bias). The result of each row follows the fixed 32-lane order described
 // in matvec_portable.go: it is the same on every CPU, kernel variant and
-// thread count, and the same as MatMul's.
-func (m Mat) MatVec(dst, x []float32) {
+// thread count, and the same as MatMul's (in the f32 compute dtype; see
+// bf16compute.go for the bf16 one).
+func (e *Engine) MatVec(m Mat, dst, x []float32) {
 	if len(x) < m.Cols || len(dst) < m.Rows {
 		panic(fmt.Sprintf("ops: MatVec shape mismatch: mat %dx%d, x %d, dst %d", m.Rows, m.Cols, len(x), len(dst)))
 	}
@@ -135,25 +209,25 @@ func (m Mat) MatVec(dst, x []float32) {
 		return
 	}
 	x, dst = x[:m.Cols], dst[:m.Rows]
+	k := e.k.Load()
 	// --- opt-in bf16 compute mode (bf16compute.go); f32 mode unchanged ---
-	if m.DType == weights.BF16 && computeBF16.Load() {
-		m.matVecBF16(dst, x)
+	if m.DType == weights.BF16 && e.bf16.Load() {
+		m.matVecBF16(e.pool, bf16Asm(k), dst, x)
 		return
 	}
 	// --- end bf16 compute mode ---
-	k := kernels.Load()
-	if m.Bytes() >= parallelMinBytes && parallelMatVec(k, m, dst, x) {
+	if m.Bytes() >= parallelMinBytes && e.pool.parallelMatVec(k, m, dst, x) {
 		return
 	}
 	m.mvRange(k, 0, m.Rows, dst, x)
 }
 
 // MatMul computes dst[t] = m·xs[t] for every row of xs (the prefill), each
-// bit-identical to MatVec(dst[t], xs[t]). Weight rows are read once per
+// bit-identical to MatVec(m, dst[t], xs[t]). Weight rows are read once per
 // block of inputs (as many as fit mmBlockBytes) and register tiles of
 // rows × inputs (3×4 on AVX-512, 1×3 on AVX2) share their loads. dst must
 // not alias xs.
-func (m Mat) MatMul(dst, xs [][]float32) {
+func (e *Engine) MatMul(m Mat, dst, xs [][]float32) {
 	if len(dst) < len(xs) {
 		panic(fmt.Sprintf("ops: MatMul has %d outputs for %d inputs", len(dst), len(xs)))
 	}
@@ -166,18 +240,18 @@ func (m Mat) MatMul(dst, xs [][]float32) {
 	case len(xs) == 0 || m.Rows == 0:
 		return
 	case len(xs) == 1:
-		m.MatVec(dst[0], xs[0])
+		e.MatVec(m, dst[0], xs[0])
 		return
 	}
 	dst = dst[:len(xs)]
+	k := e.k.Load()
 	// --- opt-in bf16 compute mode (bf16compute.go); f32 mode unchanged ---
-	if m.DType == weights.BF16 && computeBF16.Load() {
-		m.matMulBF16(dst, xs)
+	if m.DType == weights.BF16 && e.bf16.Load() {
+		m.matMulBF16(e.pool, bf16Asm(k), dst, xs)
 		return
 	}
 	// --- end bf16 compute mode ---
-	k := kernels.Load()
-	if m.Bytes()*int64(len(xs)) >= parallelMinBytes && parallelMatMul(k, m, dst, xs) {
+	if m.Bytes()*int64(len(xs)) >= parallelMinBytes && e.pool.parallelMatMul(k, m, dst, xs) {
 		return
 	}
 	m.mmRange(k, 0, m.Rows, dst, xs)
@@ -265,14 +339,21 @@ func (m Mat) mmRange(k *kernelSet, r0, r1 int, dst, xs [][]float32) {
 }
 
 // Dot is the float32 inner product Σ a[i]·b[i] over len(a) (b at least as
+// long), in the same fixed 32-lane order as MatVec, on the default engine's
+// kernel variant: Dot(row, x) equals the MatVec result of an F32 matrix with
+// that row.
+func Dot(a, b []float32) float32 { return defaultEngine.Dot(a, b) }
+
+// Dot is the float32 inner product Σ a[i]·b[i] over len(a) (b at least as
 // long), in the same fixed 32-lane order as MatVec: Dot(row, x) equals the
-// MatVec result of an F32 matrix with that row.
-func Dot(a, b []float32) float32 {
+// MatVec result of an F32 matrix with that row. It runs on the calling
+// goroutine.
+func (e *Engine) Dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	nl := len(a) &^ (lanes - 1)
 	var s float32
 	if nl > 0 {
-		s = kernels.Load().dot(a, b, nl)
+		s = e.k.Load().dot(a, b, nl)
 	}
 	for j := nl; j < len(a); j++ {
 		s = fma32(a[j], b[j], s)

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"math"
-	"sync/atomic"
 
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
@@ -61,21 +60,26 @@ const (
 
 var portableKernels = &kernelSet{name: "portable", id: kPortable, tileR: 3, tileT: 4}
 
-// allKernels lists the variants this CPU can run, best last; kernels is the
-// one in use.
-var (
-	allKernels = []*kernelSet{portableKernels}
-	kernels    atomic.Pointer[kernelSet]
-)
+// allKernels lists the variants this CPU can run, best last (addArchKernels
+// adds the assembly ones at init, before the default engine is made).
+var allKernels = []*kernelSet{portableKernels}
 
-func init() {
-	addArchKernels()
-	kernels.Store(allKernels[len(allKernels)-1])
+// bestKernel is the variant an engine uses unless told otherwise.
+func bestKernel() *kernelSet { return allKernels[len(allKernels)-1] }
+
+// kernelByName finds a variant this CPU can run; nil if there is none.
+func kernelByName(name string) *kernelSet {
+	for _, k := range allKernels {
+		if k.name == name {
+			return k
+		}
+	}
+	return nil
 }
 
-// KernelName names the matrix kernel variant in use ("avx512", "avx2",
-// "portable").
-func KernelName() string { return kernels.Load().name }
+// KernelName names the matrix kernel variant the default engine uses
+// ("avx512", "avx2", "portable").
+func KernelName() string { return defaultEngine.KernelName() }
 
 // KernelNames lists the variants this CPU can run.
 func KernelNames() []string {
@@ -86,17 +90,16 @@ func KernelNames() []string {
 	return out
 }
 
-// SetKernel selects a kernel variant by name (tests, benchmarks, and the
-// bench command). All variants give bit-identical results; it reports
-// whether the name is available on this CPU.
+// SetKernel selects the default engine's kernel variant by name (tests,
+// benchmarks, and the bench command). All variants give bit-identical
+// results; it reports whether the name is available on this CPU.
 func SetKernel(name string) bool {
-	for _, k := range allKernels {
-		if k.name == name {
-			kernels.Store(k)
-			return true
-		}
+	k := kernelByName(name)
+	if k == nil {
+		return false
 	}
-	return false
+	defaultEngine.k.Store(k)
+	return true
 }
 
 // mvKernel computes the first nl columns of rows [r0, r1) into dst[r0:r1].

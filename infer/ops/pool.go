@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// One persistent worker pool runs the large kernels on several cores. A job
+// Each Engine has one persistent worker pool that runs its large kernels on
+// several cores (the package-level functions use the default engine's). A job
 // is split into chunks of output rows; the caller and the workers claim
 // chunks from a shared counter until none is left. Each output element is
 // computed by exactly one participant with the same code whatever the
@@ -17,9 +18,10 @@ import (
 // the next job before they park: the kernels of one decode step come back to
 // back, and waking a parked thread costs tens of microseconds on a VM.
 //
-// One job runs at a time. A caller that finds the pool busy (another
-// goroutine's job, or a kernel called from inside a job) runs its work
-// inline instead of waiting, so concurrent callers never deadlock.
+// One job runs at a time on a pool. A caller that finds the pool busy
+// (another goroutine's job, or a kernel called from inside a job) runs its
+// work inline instead of waiting, so concurrent callers never deadlock.
+// Pools of different engines are independent: each has its own workers.
 
 // task is a job's work, one chunk at a time.
 type task interface {
@@ -32,7 +34,7 @@ var spinFor = 100 * time.Microsecond
 const (
 	// maxChunks bounds the chunks of one job (16 bits of the job word).
 	maxChunks = 1<<16 - 1
-	// maxThreads bounds SetThreads.
+	// maxThreads bounds the threads of an engine (SetThreads, NewEngine).
 	maxThreads = 1024
 )
 
@@ -43,10 +45,11 @@ type worker struct {
 }
 
 type pool struct {
-	mu      sync.Mutex // held while a job runs, and by SetThreads
-	threads int        // participants including the caller
-	workers []*worker
-	gen     uint32
+	mu       sync.Mutex   // held while a job runs, and by setThreads and close
+	threads  int          // participants including the caller
+	nthreads atomic.Int32 // threads, for lock-free readers
+	workers  []*worker
+	gen      uint32
 
 	// word is the current job: generation (32 bits) | chunks (16) | next
 	// unclaimed chunk (16). A chunk is claimed by a CAS that advances next;
@@ -61,32 +64,36 @@ type pool struct {
 	fn fnTask
 }
 
-var (
-	thePool       = newPool()
-	threadsAtomic atomic.Int32
-)
-
-func newPool() *pool {
+// newPool starts a pool of n threads (1 ≤ n ≤ maxThreads): n−1 workers.
+func newPool(n int) *pool {
 	p := &pool{}
-	p.resize(runtime.NumCPU())
+	p.resize(n)
 	return p
 }
 
-// SetThreads sets the threads the kernels use, the caller included (n ≤ 0:
-// runtime.NumCPU(), the default). Results do not depend on it. Not to be
-// called from inside a Parallel function.
+// SetThreads sets the threads the default engine's kernels use, the caller
+// included (n ≤ 0: runtime.NumCPU(), the default). Results do not depend on
+// it. Not to be called from inside a Parallel function.
 func SetThreads(n int) {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	n = min(n, maxThreads)
-	thePool.mu.Lock()
-	thePool.resize(n)
-	thePool.mu.Unlock()
+	defaultEngine.pool.setThreads(min(n, maxThreads))
 }
 
-// Threads reports the thread count set.
-func Threads() int { return int(threadsAtomic.Load()) }
+// Threads reports the thread count of the default engine.
+func Threads() int { return defaultEngine.Threads() }
+
+// setThreads resizes the pool to n threads (1 ≤ n ≤ maxThreads).
+func (p *pool) setThreads(n int) {
+	p.mu.Lock()
+	p.resize(n)
+	p.mu.Unlock()
+}
+
+// close stops the workers (after the running job, if any); the pool then
+// runs every job inline on its caller. Idempotent.
+func (p *pool) close() { p.setThreads(1) }
 
 // resize starts or stops workers so that n threads (the caller and n−1
 // workers) take part in a job; p.mu is held or p is not shared yet.
@@ -105,7 +112,7 @@ func (p *pool) resize(n int) {
 		go p.worker(w)
 	}
 	p.threads = n
-	threadsAtomic.Store(int32(n))
+	p.nthreads.Store(int32(n))
 }
 
 func (p *pool) hasWork() bool {
@@ -260,11 +267,10 @@ func (t *fnTask) runChunk(i int) { t.f(i) }
 
 // parallelMatVec runs a MatVec on the pool; false if it did not (pool busy
 // or one thread), and the caller runs it inline.
-func parallelMatVec(k *kernelSet, m Mat, dst, x []float32) bool {
-	p := thePool
+func (p *pool) parallelMatVec(k *kernelSet, m Mat, dst, x []float32) bool {
 	// ≥ 32 KiB of weights per chunk.
 	minRows := (32 << 10) / max(1, m.Cols*m.DType.Size())
-	size, n := chunkRows(m.Rows, Threads(), minRows)
+	size, n := chunkRows(m.Rows, int(p.nthreads.Load()), minRows)
 	if !p.start(n) {
 		return false
 	}
@@ -273,9 +279,8 @@ func parallelMatVec(k *kernelSet, m Mat, dst, x []float32) bool {
 	return true
 }
 
-func parallelMatMul(k *kernelSet, m Mat, dst, xs [][]float32) bool {
-	p := thePool
-	size, n := chunkRows(m.Rows, Threads(), 12)
+func (p *pool) parallelMatMul(k *kernelSet, m Mat, dst, xs [][]float32) bool {
+	size, n := chunkRows(m.Rows, int(p.nthreads.Load()), 12)
 	if !p.start(n) {
 		return false
 	}
@@ -284,11 +289,13 @@ func parallelMatMul(k *kernelSet, m Mat, dst, xs [][]float32) bool {
 	return true
 }
 
-// Parallel runs f(i) for i in [0, n) on the pool (inline when it is busy),
-// each i exactly once, in no fixed order. It is for coarse work: the closure
-// may allocate.
-func Parallel(n int, f func(i int)) {
-	p := thePool
+// Parallel runs f(i) for i in [0, n) on the default engine's pool (inline
+// when it is busy), each i exactly once, in no fixed order. It is for coarse
+// work: the closure may allocate.
+func Parallel(n int, f func(i int)) { defaultEngine.Parallel(n, f) }
+
+// parallel is Parallel on p.
+func (p *pool) parallel(n int, f func(i int)) {
 	for base := 0; base < n; base += maxChunks {
 		m := min(n-base, maxChunks)
 		g := f
