@@ -44,6 +44,12 @@ func New(o Options) (*CPU, error) {
 	if o.ComputeDType == "" {
 		o.ComputeDType = d.ComputeDType()
 	}
+	if o.Threads == d.Threads() && o.Kernel == d.KernelName() && o.ComputeDType == d.ComputeDType() {
+		// The settings of the default engine, which the codec's convolutions
+		// use: share its pool rather than keep two pools' workers spinning
+		// on the same cores.
+		return Default(), nil
+	}
 	e, err := ops.NewEngine(ops.EngineOptions{Threads: o.Threads, Kernel: o.Kernel, ComputeDType: o.ComputeDType})
 	if err != nil {
 		return nil, err
