@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,6 +30,7 @@ func init() {
 			&cli.IntFlag{Name: "memory-mib", Value: 1024, Usage: "buffer size for the memory-bandwidth measurement"},
 			&cli.IntFlag{Name: "kv-fill", Usage: "pretend this many positions are already in the KV cache (synthetic), to time attention at long contexts (the real model's context is 3000)"},
 			&cli.BoolFlag{Name: "json", Usage: "end with one line of JSON (the figures, for scripts)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to this file (go tool pprof)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-frame log"},
 		},
 		Action: runBench,
@@ -49,6 +52,17 @@ func runBench(c *cli.Context) error {
 		return fmt.Errorf("--compute-dtype: %v", err)
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	if p := c.String("cpuprofile"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r, err := infer.Bench(infer.BenchOptions{
 		Config: cfg, MoshiWeight: c.String("moshi-weight"), MimiWeight: c.String("mimi-weight"),
 		Frames: c.Int("frames"), Warmup: c.Int("warmup"), Threads: c.Int("threads"),
