@@ -163,3 +163,22 @@ func TestFmtSeconds(t *testing.T) {
 		}
 	}
 }
+
+// The binary's stderr is a pipe here, as in CI: every log line is stamped.
+func TestLogsOffTerminalAreStamped(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := run(t, tinyArgs(dir, "--greedy")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	stamp := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d) \[(info|warn)\] `)
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	for _, l := range lines {
+		if !stamp.MatchString(l) {
+			t.Fatalf("log line without a timestamp: %q", l)
+		}
+	}
+	if last := grepLine(stderr, "frame 39/39"); !strings.Contains(last, "real-time factor") || !strings.Contains(last, "ETA 0 s") {
+		t.Fatalf("no final progress line with RTF and ETA:\n%s", stderr)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/mewkiz/flac"
@@ -11,6 +12,7 @@ import (
 	"github.com/mewkiz/flac/meta"
 
 	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/voices"
 )
 
 // writeFLAC re-encodes a 16-bit mono WAV as FLAC (mewkiz/flac's encoder, with
@@ -94,6 +96,38 @@ func TestFLACInputGivesFixtureTranscript(t *testing.T) {
 		got, _ := os.ReadFile(filepath.Join(out, "out.json"))
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: transcript differs:\n got %s\nwant %s", filepath.Base(input), got, want)
+		}
+	}
+}
+
+// `voice` takes a FLAC voice sample and writes the same embeddings and cache
+// as from the WAV it was made from (the .pt bytes differ: zip timestamps).
+func TestVoiceCommandReadsFLAC(t *testing.T) {
+	dir := t.TempDir()
+	flacPath := filepath.Join(dir, "v.flac")
+	writeFLAC(t, tiny+"voices/TINYF0.wav", flacPath)
+	model := []string{"--config", tiny + "config.json", "--moshi-weight", tiny + "model.safetensors",
+		"--mimi-weight", tiny + "mimi.safetensors", "--tokenizer", tiny + "tokenizer.model", "--device", "cpu", "-q"}
+	var pts [2]*voices.Prompt
+	for i, in := range []string{tiny + "voices/TINYF0.wav", flacPath} {
+		out := filepath.Join(dir, []string{"W.pt", "F.pt"}[i])
+		_, stderr, code := run(t, append([]string{"voice", "--input-wav", in, "--output", out}, model...)...)
+		if code != 0 {
+			t.Fatalf("voice %s: exit %d: %s", in, code, stderr)
+		}
+		p, err := voices.LoadPT(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts[i] = p
+	}
+	w, f := pts[0], pts[1]
+	if len(w.Embeddings) == 0 || len(w.Embeddings) != len(f.Embeddings) || !slices.EqualFunc(w.Cache, f.Cache, slices.Equal) {
+		t.Fatal("the FLAC voice sample gave another voice prompt than its WAV")
+	}
+	for i := range w.Embeddings {
+		if !slices.Equal(w.Embeddings[i], f.Embeddings[i]) {
+			t.Fatalf("embedding %d differs", i)
 		}
 	}
 }
