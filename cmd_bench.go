@@ -24,7 +24,7 @@ func init() {
 			&cli.StringFlag{Name: "mimi-weight", Usage: "real Mimi checkpoint (default: random weights)"},
 			&cli.IntFlag{Name: "frames", Value: 20, Usage: "frames measured"},
 			&cli.IntFlag{Name: "warmup", Value: 3, Usage: "frames run before measuring"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
 			&cli.IntFlag{Name: "batch-size", Value: 1, Usage: "conversations run in lockstep (each weight read once per step for all of them)"},
 			&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 or bf16 (see the main job's flag)"},
 			&cli.IntFlag{Name: "memory-mib", Value: 1024, Usage: "buffer size for the memory-bandwidth measurement"},

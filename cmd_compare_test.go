@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"image/png"
@@ -11,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/pp-offline/pp-offline/audio"
 )
@@ -28,17 +25,8 @@ const (
 // (what goes to stderr).
 func cmpTestRun(t *testing.T, args ...string) (code int, stdout, msg string) {
 	t.Helper()
-	app := newApp()
-	var out, errOut bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &errOut
-	// urfave/cli's default handler would print the message and call
-	// os.Exit itself; keep the test process alive and let exitCode decide.
-	app.ExitErrHandler = func(*cli.Context, error) {}
-	err := app.Run(append([]string{"pp-offline", "compare"}, args...))
-	if err != nil {
-		code, msg = exitCode(err), err.Error()
-	}
-	return code, out.String(), msg
+	code, stdout, _, msg = cmpTestRunErr(t, args...)
+	return code, stdout, msg
 }
 
 // cmpTestWriteWAV writes x as 16-bit PCM mono (round(x·32768), so samples

@@ -180,7 +180,7 @@ func TestPlanErrors(t *testing.T) {
 		{[]string{"--gpu-memory", "8GiB", "--config", "testdata/nope.json"}, "testdata/nope.json"},
 		{[]string{"--gpu-memory", "8GiB", "--measure-cpu", "--cpu-bandwidth", "9"}, "choose one"},
 		{[]string{"--gpu-memory", "8GiB", "extra"}, "unexpected argument"},
-		{[]string{"--gpu-memory", "8GiB", "--bogus"}, "plan: flag provided but not defined"},
+		{[]string{"--gpu-memory", "8GiB", "--bogus"}, "plan: unknown flag --bogus"},
 	} {
 		_, err := runPlanCmd(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {

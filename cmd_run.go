@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/pp-offline/pp-offline/internal/fileio"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -70,7 +71,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors) (default: " + infer.MimiName + " of --hf-repo)"},
 		&cli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu or cuda (auto: a usable GPU, else the CPU)"},
 		&cli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
-		&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+		&cli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
 		&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (exact, the parity path) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
 	}
@@ -79,16 +80,16 @@ func modelFlags() []cli.Flag {
 
 func mainFlags() []cli.Flag {
 	f := []cli.Flag{
-		&cli.StringFlag{Name: "input-wav", Usage: "user audio (WAV)"},
+		&cli.StringFlag{Name: "input-wav", Usage: "user audio: WAV (PCM, float, µ-law, A-law), FLAC, MP3 or Ogg Vorbis, told by content; any rate (resampled to 24 kHz), first channel"},
 		&cli.StringFlag{Name: "output-wav", Usage: "agent audio to write (WAV)"},
 		&cli.StringFlag{Name: "output-text", Usage: "agent text to write (JSON)"},
 		&cli.StringFlag{Name: "text-prompt", Value: defaultTextPrompt, Usage: "role text prompt (\"\" = none)"},
 		&cli.StringFlag{Name: "voice-prompt", Usage: "voice prompt: a basename inside --voice-prompt-dir, or a path (.pt = saved embeddings, else audio)"},
 		&cli.StringFlag{Name: "voice-prompt-dir", Usage: "directory of voice prompts (default: voices/ extracted from voices.tgz of --hf-repo)"},
-		&cli.Float64Flag{Name: "temp-audio", Value: 0.8, Usage: "audio sampling temperature"},
-		&cli.Float64Flag{Name: "temp-text", Value: 0.7, Usage: "text sampling temperature"},
-		&cli.IntFlag{Name: "topk-audio", Value: 250, Usage: "audio top-k sampling"},
-		&cli.IntFlag{Name: "topk-text", Value: 25, Usage: "text top-k sampling"},
+		&cli.Float64Flag{Name: "temp-audio", Value: 0.8, Usage: "audio sampling temperature (>= 0; 0: argmax)"},
+		&cli.Float64Flag{Name: "temp-text", Value: 0.7, Usage: "text sampling temperature (>= 0; 0: argmax)"},
+		&cli.IntFlag{Name: "topk-audio", Value: 250, Usage: "audio top-k sampling (>= 1)"},
+		&cli.IntFlag{Name: "topk-text", Value: 25, Usage: "text top-k sampling (>= 1)"},
 		&cli.BoolFlag{Name: "greedy", Usage: "disable sampling (argmax decoding)"},
 		&cli.Int64Flag{Name: "seed", Value: -1, Usage: "seed for sampling (-1: draw one and log it)"},
 		&cli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output WAV encoding: pcm16 (as the reference) or float32 (lossless)"},
@@ -102,23 +103,60 @@ func mainFlags() []cli.Flag {
 	return append(f, modelFlags()...)
 }
 
-// logger writes one-line logs to stderr.
+// checkSampling validates the sampling flags before anything is loaded.
+func checkSampling(c *cli.Context) error {
+	for _, n := range []string{"temp-audio", "temp-text"} {
+		if v := c.Float64(n); math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return usageErrorf("--%s must be a number >= 0 (0: argmax), not %v", n, v)
+		}
+	}
+	for _, n := range []string{"topk-audio", "topk-text"} {
+		if v := c.Int(n); v < 1 {
+			return usageErrorf("--%s must be >= 1, not %d", n, v)
+		}
+	}
+	if s := c.Int64("seed"); s < -1 {
+		return usageErrorf("--seed must be >= 0 (or -1: draw one), not %d", s)
+	}
+	return nil
+}
+
+// logger writes one-line logs to stderr. Off a terminal (a log file, CI)
+// every line starts with the local time, so that a log read later says when.
 type logger struct {
 	quiet bool
 	w     io.Writer
+	stamp bool             // prefix lines with the time
+	now   func() time.Time // nil: time.Now
 }
 
-func (l *logger) Infof(format string, a ...any) {
-	if !l.quiet {
-		fmt.Fprintf(l.w, "[info] "+format+"\n", a...)
-	}
+// newLogger is the logger of a command: --quiet, stderr, timestamps when
+// stderr is not a terminal.
+func newLogger(c *cli.Context) *logger {
+	return &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter, stamp: !isTerminal(c.App.ErrWriter)}
 }
 
-func (l *logger) Warnf(format string, a ...any) {
-	if !l.quiet {
-		fmt.Fprintf(l.w, "[warn] "+format+"\n", a...)
+func (l *logger) clock() time.Time {
+	if l.now != nil {
+		return l.now()
 	}
+	return time.Now()
 }
+
+func (l *logger) printf(level, format string, a ...any) {
+	if l.quiet {
+		return
+	}
+	prefix := level
+	if l.stamp {
+		prefix = l.clock().Format("2006-01-02T15:04:05.000Z07:00") + " " + level
+	}
+	fmt.Fprintf(l.w, prefix+" "+format+"\n", a...)
+}
+
+func (l *logger) Infof(format string, a ...any) { l.printf("[info]", format, a...) }
+
+func (l *logger) Warnf(format string, a ...any) { l.printf("[warn]", format, a...) }
 
 // interrupted is returned when SIGINT/SIGTERM stopped the run; what says
 // what was left (default: no output written).
@@ -142,24 +180,30 @@ func (e interrupted) ExitCode() int {
 
 func runMain(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
+		if c.Args().First() == "help" && c.NArg() == 1 {
+			return cli.ShowAppHelp(c)
+		}
+		return unexpectedArgs(c, "")
 	}
 	for _, name := range []string{"input-wav", "output-wav", "output-text", "voice-prompt"} {
 		if c.String(name) == "" {
 			if c.NumFlags() == 0 {
 				return cli.ShowAppHelp(c)
 			}
-			return fmt.Errorf("missing required flag --%s", name)
+			return usageErrorf("missing required flag --%s (see --help)", name)
 		}
 	}
-	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	if err := checkSampling(c); err != nil {
+		return err
+	}
+	log := newLogger(c)
 	outFormat := c.String("output-format")
 	if outFormat != "pcm16" && outFormat != "float32" {
-		return fmt.Errorf("--output-format must be pcm16 or float32, not %q", outFormat)
+		return usageErrorf("--output-format must be pcm16 or float32, not %q", outFormat)
 	}
 	textFormat := c.String("output-text-format")
 	if textFormat != "list" && textFormat != "rich" {
-		return fmt.Errorf("--output-text-format must be list or rich, not %q", textFormat)
+		return usageErrorf("--output-text-format must be list or rich, not %q", textFormat)
 	}
 	// Check outputs and inputs before loading anything, so a typo costs nothing.
 	for _, name := range []string{"output-wav", "output-text"} {
@@ -294,7 +338,7 @@ func deviceOptions(c *cli.Context, o *infer.Options, log *logger) error {
 	}
 	o.Threads = c.Int("threads")
 	if o.Threads < 0 {
-		return fmt.Errorf("--threads must be positive, not %d", o.Threads)
+		return usageErrorf("--threads must be positive (or 0: all cores), not %d", o.Threads)
 	}
 	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
 		return fmt.Errorf("--compute-dtype: %v", err)
@@ -542,13 +586,16 @@ func writeRichText(w io.Writer, res *infer.Result) error {
 	return enc.Encode(rt)
 }
 
-// progress reports the run: a bar on a terminal, a log line every few seconds otherwise.
+// progress reports the run: a bar on a terminal that ends with a kept
+// summary line, a log line every few seconds otherwise (with the ETA).
 type progress struct {
 	bar       *progressbar.ProgressBar
 	log       *logger
+	tty       bool // draw a bar (stderr is a terminal)
 	last      time.Time
 	start     time.Time
 	total     int
+	done      int
 	frameSecs float64
 }
 
@@ -556,7 +603,7 @@ func newProgress(c *cli.Context, log *logger) *progress {
 	if c.Bool("quiet") {
 		return nil
 	}
-	return &progress{log: log}
+	return &progress{log: log, tty: isTerminal(log.w)}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -577,8 +624,9 @@ func (p *progress) Start(total int, frameSecs float64) {
 	if p == nil {
 		return
 	}
-	p.total, p.frameSecs, p.start, p.last = total, frameSecs, time.Now(), time.Now()
-	if isTerminal(p.log.w) {
+	now := p.log.clock()
+	p.total, p.frameSecs, p.start, p.last = total, frameSecs, now, now
+	if p.tty {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(p.log.w),
 			progressbar.OptionSetDescription("frames"),
@@ -593,25 +641,54 @@ func (p *progress) Frame(done int) {
 	if p == nil {
 		return
 	}
-	el := time.Since(p.start).Seconds()
-	rtf := 0.0
-	if done > 0 {
-		rtf = el / (float64(done) * p.frameSecs)
-	}
+	p.done = done
+	now := p.log.clock()
+	el := now.Sub(p.start).Seconds()
+	rtf := p.rtf(el)
 	if p.bar != nil {
 		p.bar.Describe(fmt.Sprintf("frames (RTF %.2f)", rtf))
 		p.bar.Set(done)
 		return
 	}
-	if time.Since(p.last) >= 5*time.Second || done == p.total {
-		p.last = time.Now()
-		p.log.Infof("frame %d/%d, %.1f s elapsed, real-time factor %.2f", done, p.total, el, rtf)
+	if now.Sub(p.last) >= 5*time.Second || done == p.total {
+		p.last = now
+		eta := "ETA 0 s"
+		if done < p.total && done > 0 {
+			eta = fmt.Sprintf("ETA %s", fmtSeconds(el/float64(done)*float64(p.total-done)))
+		} else if done == 0 {
+			eta = "ETA unknown"
+		}
+		p.log.Infof("frame %d/%d (%d%%), %s elapsed, real-time factor %.2f, %s",
+			done, p.total, 100*done/max(p.total, 1), fmtSeconds(el), rtf, eta)
 	}
 }
 
-// Finish ends the bar.
-func (p *progress) Finish() {
-	if p != nil && p.bar != nil {
-		p.bar.Finish()
+// rtf is the real-time factor after el seconds: compute time over audio time.
+func (p *progress) rtf(el float64) float64 {
+	if p.done <= 0 || p.frameSecs <= 0 {
+		return 0
 	}
+	return el / (float64(p.done) * p.frameSecs)
+}
+
+// fmtSeconds prints a duration for the logs: "12.3 s", "4 min 05 s".
+func fmtSeconds(s float64) string {
+	if s < 60 {
+		return fmt.Sprintf("%.1f s", s)
+	}
+	m := int(s) / 60
+	if m < 60 {
+		return fmt.Sprintf("%d min %02d s", m, int(s)%60)
+	}
+	return fmt.Sprintf("%d h %02d min", m/60, m%60)
+}
+
+// Finish ends the bar and leaves a summary line in its place.
+func (p *progress) Finish() {
+	if p == nil || p.bar == nil {
+		return
+	}
+	p.bar.Finish()
+	el := p.log.clock().Sub(p.start).Seconds()
+	p.log.Infof("%d/%d frames in %s, real-time factor %.2f", p.done, p.total, fmtSeconds(el), p.rtf(el))
 }

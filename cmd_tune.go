@@ -27,7 +27,7 @@ func init() {
 		Name:  "tune",
 		Usage: "measure this machine, run a few LM frames and check the offload cost model against them",
 		UsageText: "pp-offline tune [--config C] [--moshi-weight W] [--frames N] [--threads T]\n" +
-			"   pp-offline tune --device sim --gpu-memory 8GiB [...]",
+			"pp-offline tune --device sim --gpu-memory 8GiB [...]   (the simulated device, docs/OFFLOAD.md)",
 		Description: "Measures the host memory read bandwidth, plans the LM for the device (here the CPU:\n" +
 			"every unit on the CPU), runs a few frames through the plan timing every unit, and prints\n" +
 			"predicted against measured ms/frame per placement class and in total. When they agree\n" +
@@ -37,14 +37,13 @@ func init() {
 			"simulated device (--device sim) the device's units run at its declared figures and\n" +
 			"only the CPU's are measured. See docs/OFFLOAD.md.",
 		HideHelpCommand: true,
-		OnUsageError:    func(_ *cli.Context, err error, _ bool) error { return fmt.Errorf("tune: %w", err) },
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", DefaultText: "the built-in PersonaPlex 7B", Usage: "model config JSON"},
 			&cli.StringFlag{Name: "moshi-weight", DefaultText: "random bf16 weights at the config's shape", Usage: "LM checkpoint (.safetensors)"},
-			&cli.StringFlag{Name: "device", Value: "auto", Usage: "auto or cpu (auto: a usable GPU, else the CPU)"},
+			&cli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu, cuda or sim (auto: a usable GPU, else the CPU; sim: the simulated device of docs/OFFLOAD.md)"},
 			&cli.IntFlag{Name: "frames", Value: 8, Usage: "frames measured"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "frames run before measuring"},
-			&cli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&cli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
 			&cli.StringFlag{Name: "measure-bytes", Value: "256MiB", Usage: "buffer for the memory-bandwidth measurement"},
 			&cli.Float64Flag{Name: "cpu-bandwidth", DefaultText: "measured", Usage: "declare the CPU bandwidth (GB/s) instead of measuring it"},
 			&cli.StringFlag{Name: "gpu-memory", Hidden: true, Usage: "--device sim: the simulated device's memory"},

@@ -15,19 +15,38 @@ import (
 
 func init() {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "input-wav", Usage: "voice sample (WAV; normalised to −24 LUFS like the reference)", Required: true},
-		&cli.StringFlag{Name: "output", Usage: "voice prompt file to write (.pt, loadable by the Python reference too)", Required: true},
+		&cli.StringFlag{Name: "input-wav", Usage: "voice sample: WAV, FLAC, MP3 or Ogg Vorbis (normalised to −24 LUFS like the reference) (required)"},
+		&cli.StringFlag{Name: "output", Usage: "voice prompt file to write (.pt, loadable by the Python reference too) (required)"},
 	}
 	register(&cli.Command{
 		Name:      "voice",
 		Usage:     "encode a voice prompt WAV into a reusable .pt voice file",
 		UsageText: "pp-offline voice --input-wav my_voice.wav --output MYVOICE.pt [model flags]",
-		Flags:     append(flags, modelFlags()...),
-		Action:    runVoice,
+		Description: `Runs a voice sample through the model's voice-prompt phase, as the reference does
+when --voice-prompt names an audio file, and saves the resulting embeddings
+(and the token cache they leave) as a .pt file. Passing that file as
+--voice-prompt later skips the phase and gives the same output as the audio,
+and the reference's offline.py loads it too.
+
+The sample is read like --input-wav (WAV, FLAC, MP3 or Ogg Vorbis; any rate,
+first channel) and normalised to −24 LUFS like the reference's. The output
+must end in .pt; it is written atomically.`,
+		Flags:  append(flags, modelFlags()...),
+		Action: runVoice,
 	})
 }
 
 func runVoice(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return unexpectedArgs(c, "voice")
+	}
+	// Checked here rather than with Required, which makes urfave/cli print
+	// the whole help before the error.
+	for _, n := range []string{"input-wav", "output"} {
+		if c.String(n) == "" {
+			return usageErrorf("voice: missing required flag --%s (see pp-offline voice --help)", n)
+		}
+	}
 	out := c.String("output")
 	if !strings.EqualFold(filepath.Ext(out), ".pt") {
 		return fmt.Errorf("%s: the output must be a .pt file (the extension tells voice files from audio)", out)
@@ -38,7 +57,7 @@ func runVoice(c *cli.Context) error {
 	if err := checkReadable(c.String("input-wav")); err != nil {
 		return err
 	}
-	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	log := newLogger(c)
 	ctx, stop, signalled := withSignals()
 	defer stop()
 	opts, _, err := jobOptions(ctx, c, log, false)

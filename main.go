@@ -22,7 +22,7 @@ func register(c *cli.Command) { commands = append(commands, c) }
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit"}
-	return &cli.App{
+	app := &cli.App{
 		Name:  "pp-offline",
 		Usage: "run NVIDIA PersonaPlex offline (speech in, speech and text out)",
 		UsageText: "pp-offline --input-wav in.wav --voice-prompt NATF2.pt --output-wav out.wav --output-text out.json [flags]\n" +
@@ -38,6 +38,9 @@ func newApp() *cli.App {
 		// main prints errors and picks exit codes (exitCode), for every command.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	// Usage errors: one line with a hint, exit 2 (usage.go).
+	installUsageHandlers(app)
+	return app
 }
 
 func main() {
@@ -48,12 +51,14 @@ func main() {
 		os.Exit(1)
 	}
 	if err := newApp().Run(os.Args); err != nil {
+		err = asUsageError(err)
 		fmt.Fprintln(os.Stderr, "pp-offline: "+err.Error())
 		os.Exit(exitCode(err))
 	}
 }
 
-// exitCoder lets a command choose its exit status (compare uses 1 and 2).
+// exitCoder lets a command choose its exit status (compare uses 1 and 2,
+// usage errors 2).
 type exitCoder interface{ ExitCode() int }
 
 func exitCode(err error) int {

@@ -1,6 +1,7 @@
-// Package audio reads and writes WAV files, resamples, and measures and
-// normalises loudness the way the PersonaPlex reference does (sphn for I/O,
-// pyloudnorm for the −24 LUFS voice-prompt normalisation).
+// Package audio reads audio files (WAV, FLAC, MP3, Ogg Vorbis; see
+// decode.go), writes WAV files, resamples, and measures and normalises
+// loudness the way the PersonaPlex reference does (sphn for I/O, pyloudnorm
+// for the −24 LUFS voice-prompt normalisation).
 //
 // WAV reading: why this package parses RIFF itself instead of using
 // github.com/go-audio/wav (named by the design card). go-audio/wav v1.1.0 was
@@ -16,8 +17,8 @@
 //
 // Guarding each of those would mean re-reading the header ourselves anyway, so
 // the reader below walks the RIFF chunks directly (about 400 lines, standard
-// library only): 8/16/24/32-bit integer PCM, 32/64-bit float, extensible with
-// a PCM or float sub-format, any channel count, unknown chunks (LIST, fact,
+// library only): 8/16/24/32-bit integer PCM, 32/64-bit float, 8-bit µ-law and
+// A-law (G.711), extensible with a PCM, float, µ-law or A-law sub-format, any channel count, unknown chunks (LIST, fact,
 // odd-sized chunks with their pad byte, …) skipped, RF64 for files over
 // 4 GiB. Every malformed input is a one-line error that names the file. The
 // RIFF size in the file header is not trusted (writers often leave it wrong);
@@ -29,7 +30,8 @@
 // full scale (8-bit unsigned (s−128)/128, 16-bit s/32768, 24-bit s/2^23,
 // 32-bit s/2^31; samples narrower than their container are left-justified, so
 // the container's full scale is used), floats are taken as they are (64-bit
-// rounded to float32).
+// rounded to float32), µ-law and A-law are expanded to 16-bit linear with the
+// G.711 tables (as ffmpeg and symphonia do) and divided by 32768.
 package audio
 
 import (
@@ -70,7 +72,8 @@ func formatErr(name, format string, args ...any) error {
 	return &FormatError{Name: name, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Read decodes the WAV file at path.
+// Read decodes the audio file at path: WAV, FLAC, MP3 or Ogg Vorbis, told
+// apart by their content (see decode.go), not by the file name.
 func Read(path string) (*Clip, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -82,17 +85,18 @@ func Read(path string) (*Clip, error) {
 		return nil, err
 	}
 	if st.IsDir() {
-		return nil, formatErr(path, "is a directory, not a WAV file")
+		return nil, formatErr(path, "is a directory, not an audio file")
 	}
 	return DecodeReaderAt(f, st.Size(), path)
 }
 
-// Decode decodes a WAV file held in memory; name is used in error messages.
+// Decode decodes an audio file held in memory (any format Read takes); name
+// is used in error messages.
 func Decode(data []byte, name string) (*Clip, error) {
 	return DecodeReaderAt(bytes.NewReader(data), int64(len(data)), name)
 }
 
-// LoadMono reads the WAV file at path and returns its first channel resampled
+// LoadMono reads the audio file at path (any format Read takes) and returns its first channel resampled
 // to rate Hz (unchanged when the file is already at rate), as the reference's
 // load_audio + `sample[0:1]` does. See Resample for how the resampled samples
 // differ from the reference's for other rates.
@@ -115,6 +119,8 @@ func LoadMono(path string, rate int) ([]float32, error) {
 const (
 	tagPCM        = 0x0001
 	tagFloat      = 0x0003
+	tagALaw       = 0x0006
+	tagMuLaw      = 0x0007
 	tagExtensible = 0xFFFE
 )
 
@@ -136,6 +142,7 @@ var knownTags = map[uint16]string{
 // wavFormat is the validated content of the fmt chunk.
 type wavFormat struct {
 	float      bool
+	law        uint16 // tagMuLaw or tagALaw for G.711 data, else 0
 	channels   int
 	rate       int
 	blockAlign int
@@ -163,14 +170,14 @@ func parseFmt(b []byte, name string) (*wavFormat, error) {
 			return nil, formatErr(name, "unsupported WAVE_FORMAT_EXTENSIBLE sub-format %s", guidString(guid))
 		}
 		tag = le.Uint16(guid[0:])
-		if tag != tagPCM && tag != tagFloat {
+		if tag != tagPCM && tag != tagFloat && tag != tagALaw && tag != tagMuLaw {
 			return nil, formatErr(name, "unsupported WAVE_FORMAT_EXTENSIBLE sub-format %s (%s)", guidString(guid), tagName(tag))
 		}
 		if validBits == 0 {
 			validBits = bits
 		}
 	}
-	if tag != tagPCM && tag != tagFloat {
+	if tag != tagPCM && tag != tagFloat && tag != tagALaw && tag != tagMuLaw {
 		return nil, formatErr(name, "unsupported WAV encoding %s; convert it to PCM or float", tagName(tag))
 	}
 	if channels == 0 {
@@ -187,7 +194,12 @@ func parseFmt(b []byte, name string) (*wavFormat, error) {
 	}
 	container := (bits + 7) / 8
 	f := &wavFormat{float: tag == tagFloat, channels: channels, rate: int(rate), blockAlign: blockAlign, container: container}
-	if f.float {
+	if tag == tagALaw || tag == tagMuLaw {
+		if bits != 8 {
+			return nil, formatErr(name, "unsupported %s sample size: %d bits (want 8)", knownTags[tag], bits)
+		}
+		f.law = tag
+	} else if f.float {
 		if bits != 32 && bits != 64 {
 			return nil, formatErr(name, "unsupported float sample size: %d bits (want 32 or 64)", bits)
 		}
@@ -231,9 +243,9 @@ func printableID(id []byte) string {
 	return fmt.Sprintf("%q", string(id))
 }
 
-// DecodeReaderAt decodes a WAV file of the given size read through r; name is
+// decodeWAV decodes a WAV file of the given size read through r; name is
 // used in error messages.
-func DecodeReaderAt(r io.ReaderAt, size int64, name string) (*Clip, error) {
+func decodeWAV(r io.ReaderAt, size int64, name string) (*Clip, error) {
 	var hdr [12]byte
 	if size < 12 {
 		return nil, formatErr(name, "not a WAV file (only %d bytes)", size)
@@ -388,7 +400,11 @@ func convert(r io.ReaderAt, off int64, frames int, f *wavFormat, chans [][]float
 		p := 0
 		for i := 0; i < n; i++ {
 			for c := 0; c < nch; c++ {
-				chans[c][start+i] = sampleAt(b[p:p+cs], f.float)
+				if f.law != 0 {
+					chans[c][start+i] = lawSample(b[p], f.law)
+				} else {
+					chans[c][start+i] = sampleAt(b[p:p+cs], f.float)
+				}
 				p += cs
 			}
 		}
@@ -416,4 +432,42 @@ func sampleAt(b []byte, float bool) float32 {
 	default:
 		return float32(int32(le.Uint32(b))) / (1 << 31)
 	}
+}
+
+// lawSample expands one G.711 byte (ITU-T G.711, as ffmpeg's pcm_alaw /
+// pcm_mulaw and symphonia decode it) to linear 16-bit and scales by 1/32768.
+func lawSample(b byte, law uint16) float32 {
+	if law == tagMuLaw {
+		return float32(ulawToLinear(b)) / 32768
+	}
+	return float32(alawToLinear(b)) / 32768
+}
+
+func ulawToLinear(u byte) int16 {
+	u = ^u
+	t := (int(u&0x0F) << 3) + 0x84
+	t <<= (u & 0x70) >> 4
+	if u&0x80 != 0 {
+		return int16(0x84 - t)
+	}
+	return int16(t - 0x84)
+}
+
+func alawToLinear(a byte) int16 {
+	a ^= 0x55
+	t := int(a&0x0F) << 4
+	seg := int(a&0x70) >> 4
+	switch seg {
+	case 0:
+		t += 8
+	case 1:
+		t += 0x108
+	default:
+		t += 0x108
+		t <<= seg - 1
+	}
+	if a&0x80 != 0 {
+		return int16(t)
+	}
+	return int16(-t)
 }

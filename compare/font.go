@@ -1,110 +1,85 @@
 package compare
 
+// Text in the comparison plot is drawn with the Go fonts (Go Regular, by
+// Bigelow & Holmes, BSD-licensed, from golang.org/x/image/font/gofont):
+// a real proportional font, so file names keep their case and every
+// character a path may hold is drawn. It replaced a 5×7 upper-case bitmap
+// font. golang.org/x/image is maintained by the Go team; the font is
+// embedded (no file is read at run time).
+
 import (
 	"image"
 	"image/color"
-	"strings"
-	"unicode"
+	"sync"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/gofont/goregular"
+	"golang.org/x/image/font/opentype"
+	"golang.org/x/image/math/fixed"
 )
 
-// A 5×7 bitmap font for the labels of the comparison plot (upper case,
-// digits and some punctuation; lower case is drawn as upper case, anything
-// else as '?').
-var glyphs = map[rune][7]string{
-	'A':  {".###.", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"},
-	'B':  {"####.", "#...#", "#...#", "####.", "#...#", "#...#", "####."},
-	'C':  {".###.", "#...#", "#....", "#....", "#....", "#...#", ".###."},
-	'D':  {"####.", "#...#", "#...#", "#...#", "#...#", "#...#", "####."},
-	'E':  {"#####", "#....", "#....", "####.", "#....", "#....", "#####"},
-	'F':  {"#####", "#....", "#....", "####.", "#....", "#....", "#...."},
-	'G':  {".###.", "#...#", "#....", "#.###", "#...#", "#...#", ".####"},
-	'H':  {"#...#", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"},
-	'I':  {".###.", "..#..", "..#..", "..#..", "..#..", "..#..", ".###."},
-	'J':  {"..###", "...#.", "...#.", "...#.", "...#.", "#..#.", ".##.."},
-	'K':  {"#...#", "#..#.", "#.#..", "##...", "#.#..", "#..#.", "#...#"},
-	'L':  {"#....", "#....", "#....", "#....", "#....", "#....", "#####"},
-	'M':  {"#...#", "##.##", "#.#.#", "#.#.#", "#...#", "#...#", "#...#"},
-	'N':  {"#...#", "#...#", "##..#", "#.#.#", "#..##", "#...#", "#...#"},
-	'O':  {".###.", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."},
-	'P':  {"####.", "#...#", "#...#", "####.", "#....", "#....", "#...."},
-	'Q':  {".###.", "#...#", "#...#", "#...#", "#.#.#", "#..#.", ".##.#"},
-	'R':  {"####.", "#...#", "#...#", "####.", "#.#..", "#..#.", "#...#"},
-	'S':  {".####", "#....", "#....", ".###.", "....#", "....#", "####."},
-	'T':  {"#####", "..#..", "..#..", "..#..", "..#..", "..#..", "..#.."},
-	'U':  {"#...#", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."},
-	'V':  {"#...#", "#...#", "#...#", "#...#", "#...#", ".#.#.", "..#.."},
-	'W':  {"#...#", "#...#", "#...#", "#.#.#", "#.#.#", "#.#.#", ".#.#."},
-	'X':  {"#...#", "#...#", ".#.#.", "..#..", ".#.#.", "#...#", "#...#"},
-	'Y':  {"#...#", "#...#", ".#.#.", "..#..", "..#..", "..#..", "..#.."},
-	'Z':  {"#####", "....#", "...#.", "..#..", ".#...", "#....", "#####"},
-	'0':  {".###.", "#...#", "#..##", "#.#.#", "##..#", "#...#", ".###."},
-	'1':  {"..#..", ".##..", "..#..", "..#..", "..#..", "..#..", ".###."},
-	'2':  {".###.", "#...#", "....#", "...#.", "..#..", ".#...", "#####"},
-	'3':  {"#####", "...#.", "..#..", "...#.", "....#", "#...#", ".###."},
-	'4':  {"...#.", "..##.", ".#.#.", "#..#.", "#####", "...#.", "...#."},
-	'5':  {"#####", "#....", "####.", "....#", "....#", "#...#", ".###."},
-	'6':  {"..##.", ".#...", "#....", "####.", "#...#", "#...#", ".###."},
-	'7':  {"#####", "....#", "...#.", "..#..", ".#...", ".#...", ".#..."},
-	'8':  {".###.", "#...#", "#...#", ".###.", "#...#", "#...#", ".###."},
-	'9':  {".###.", "#...#", "#...#", ".####", "....#", "...#.", ".##.."},
-	' ':  {".....", ".....", ".....", ".....", ".....", ".....", "....."},
-	'.':  {".....", ".....", ".....", ".....", ".....", ".##..", ".##.."},
-	',':  {".....", ".....", ".....", ".....", ".##..", "..#..", ".#..."},
-	':':  {".....", ".##..", ".##..", ".....", ".##..", ".##..", "....."},
-	'-':  {".....", ".....", ".....", "#####", ".....", ".....", "....."},
-	'+':  {".....", "..#..", "..#..", "#####", "..#..", "..#..", "....."},
-	'=':  {".....", ".....", "#####", ".....", "#####", ".....", "....."},
-	'(':  {"...#.", "..#..", ".#...", ".#...", ".#...", "..#..", "...#."},
-	')':  {".#...", "..#..", "...#.", "...#.", "...#.", "..#..", ".#..."},
-	'[':  {".###.", ".#...", ".#...", ".#...", ".#...", ".#...", ".###."},
-	']':  {".###.", "...#.", "...#.", "...#.", "...#.", "...#.", ".###."},
-	'/':  {".....", "....#", "...#.", "..#..", ".#...", "#....", "....."},
-	'%':  {"##...", "##..#", "...#.", "..#..", ".#...", "#..##", "...##"},
-	'|':  {"..#..", "..#..", "..#..", "..#..", "..#..", "..#..", "..#.."},
-	'<':  {"...#.", "..#..", ".#...", "#....", ".#...", "..#..", "...#."},
-	'>':  {".#...", "..#..", "...#.", "....#", "...#.", "..#..", ".#..."},
-	'_':  {".....", ".....", ".....", ".....", ".....", ".....", "#####"},
-	'*':  {".....", "#.#.#", ".###.", "#####", ".###.", "#.#.#", "....."},
-	'#':  {".#.#.", ".#.#.", "#####", ".#.#.", "#####", ".#.#.", ".#.#."},
-	'\'': {"..#..", "..#..", ".#...", ".....", ".....", ".....", "....."},
-	'?':  {".###.", "#...#", "....#", "...#.", "..#..", ".....", "..#.."},
-	'!':  {"..#..", "..#..", "..#..", "..#..", "..#..", ".....", "..#.."},
-	'~':  {".....", ".....", ".#...", "#.#.#", "...#.", ".....", "....."},
+// Text sizes: scale 1 is the body text, scale 2 titles and panel names.
+var textSizes = map[int]float64{1: 12, 2: 17}
+
+// glyphH is the line height at scale 1 (pixels).
+const glyphH = 14
+
+var (
+	faceOnce sync.Once
+	faces    map[int]font.Face
+)
+
+func face(scale int) font.Face {
+	faceOnce.Do(func() {
+		f, err := opentype.Parse(goregular.TTF)
+		if err != nil {
+			panic("compare: embedded Go font: " + err.Error()) // cannot happen: the font is embedded
+		}
+		faces = map[int]font.Face{}
+		for s, size := range textSizes {
+			fc, err := opentype.NewFace(f, &opentype.FaceOptions{Size: size, DPI: 72, Hinting: font.HintingFull})
+			if err != nil {
+				panic("compare: embedded Go font: " + err.Error())
+			}
+			faces[s] = fc
+		}
+	})
+	if fc, ok := faces[scale]; ok {
+		return fc
+	}
+	return faces[1]
 }
 
-// Glyph cell size at scale 1 (5×7 glyph plus 1 pixel spacing).
-const glyphW, glyphH = 6, 8
-
 // textWidth returns the width in pixels of s drawn at the given scale.
-func textWidth(s string, scale int) int { return len([]rune(s)) * glyphW * scale }
+func textWidth(s string, scale int) int {
+	return font.MeasureString(face(scale), s).Ceil()
+}
 
-// drawText draws s with its top-left corner at (x, y), each font pixel a
-// scale×scale square.
+// lineHeight is the height of a line of text at the given scale.
+func lineHeight(scale int) int {
+	return face(scale).Metrics().Height.Ceil()
+}
+
+// drawText draws s with its top-left corner at (x, y) in colour c.
 func drawText(img *image.RGBA, x, y int, s string, c color.RGBA, scale int) {
-	for _, r := range strings.ToUpper(s) {
-		g, ok := glyphs[r]
-		if !ok {
-			if unicode.IsSpace(r) {
-				g = glyphs[' ']
-			} else {
-				g = glyphs['?']
-			}
-		}
-		for row, line := range g {
-			for col, p := range line {
-				if p != '#' {
-					continue
-				}
-				for dy := 0; dy < scale; dy++ {
-					for dx := 0; dx < scale; dx++ {
-						px, py := x+col*scale+dx, y+row*scale+dy
-						if image.Pt(px, py).In(img.Rect) {
-							img.SetRGBA(px, py, c)
-						}
-					}
-				}
-			}
-		}
-		x += glyphW * scale
+	fc := face(scale)
+	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: fc,
+		Dot: fixed.P(x, y+fc.Metrics().Ascent.Ceil())}
+	d.DrawString(s)
+}
+
+// fitWidth shortens s (keeping its end, which holds the file name) to at
+// most px pixels at the given scale.
+func fitWidth(s string, px, scale int) string {
+	if textWidth(s, scale) <= px {
+		return s
 	}
+	r := []rune(s)
+	for i := 1; i < len(r); i++ {
+		t := "…" + string(r[i:])
+		if textWidth(t, scale) <= px {
+			return t
+		}
+	}
+	return "…"
 }

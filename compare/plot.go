@@ -8,7 +8,57 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"strings"
 )
+
+// diffScale is how the difference panel is scaled: against the reference
+// signal, so that a difference looks as large as it is next to the signal
+// (−50 dB noise is a thin line, not a full-scale waveform). The panel's full
+// scale is the reference peak divided by gain; gain is 1 unless the
+// difference would stay under one pixel, then the smallest power of ten
+// (at most 10^4) that makes it visible, and the label says so. The label
+// also gives the difference peak in dB relative to the reference peak.
+type diffScale struct {
+	refPeak, peak float64 // peaks of |ref| and |cand − ref|
+	gain          float64 // magnification against the reference scale
+	fullScale     float64 // the value drawn at the panel edge: refPeak / gain
+}
+
+// diffPixels is the panel half-height in pixels below which the difference
+// counts as invisible.
+const diffPixels = (waveHeight - 2) / 2
+
+func newDiffScale(ref, diff []float32) diffScale {
+	var d diffScale
+	for _, v := range ref {
+		d.refPeak = math.Max(d.refPeak, math.Abs(float64(v)))
+	}
+	for _, v := range diff {
+		d.peak = math.Max(d.peak, math.Abs(float64(v)))
+	}
+	if d.refPeak == 0 {
+		d.refPeak = math.Max(d.peak, 1e-30) // silent reference: own scale
+	}
+	d.gain = 1
+	for d.peak > 0 && d.peak*d.gain/d.refPeak*diffPixels < 1 && d.gain < 1e4 {
+		d.gain *= 10
+	}
+	d.fullScale = d.refPeak / d.gain
+	return d
+}
+
+// label describes the scale for the panel.
+func (d diffScale) label() string {
+	if d.peak == 0 {
+		return "reference scale"
+	}
+	rel := 20 * math.Log10(d.peak/d.refPeak)
+	s := fmt.Sprintf("peak %.3g (%.1f dB re ref)\n", d.peak, rel)
+	if d.gain == 1 {
+		return s + "reference scale (×1)"
+	}
+	return s + fmt.Sprintf("reference scale ×%g", d.gain)
+}
 
 // Plot layout (pixels).
 const (
@@ -159,16 +209,6 @@ var (
 	heat = ramp([]color.RGBA{{255, 255, 255, 255}, {255, 225, 110, 255}, {240, 120, 30, 255}, {180, 20, 20, 255}, {60, 0, 0, 255}})
 )
 
-// fit shortens s (keeping its end, which holds the file name) to at most n
-// runes.
-func fit(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return "..." + string(r[len(r)-(n-3):])
-}
-
 // tickStep returns a time-axis tick interval (seconds) giving at most ~12
 // ticks over dur seconds.
 func tickStep(dur float64) float64 {
@@ -181,7 +221,8 @@ func tickStep(dur float64) float64 {
 }
 
 // Plot draws the comparison as a PNG: both waveforms on a common scale, their
-// difference (own scale), both log-mel spectrograms (same colour scale: the
+// difference (on the reference's scale, magnified by a printed power of ten
+// only when it would otherwise be under a pixel; see diffScale), both log-mel spectrograms (same colour scale: the
 // 60 dB above the floor), |ΔL| (0–20 dB), and one cell per 80 ms frame (green
 // within the thresholds, red over). Frames over the thresholds are shaded red
 // in the waveform panels and marked by a red bar above the spectrograms; a
@@ -212,25 +253,25 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 	if !res.Pass() {
 		vc = colOver
 	}
-	title := "PP-OFFLINE COMPARE  VERDICT: "
-	drawText(img, 10, 8, title, colText, 2)
-	drawText(img, 10+textWidth(title, 2), 8, string(res.Verdict), vc, 2)
-	maxChars := (plotWidth - 20) / glyphW
-	drawText(img, 10, 30, fit("REFERENCE: "+in.Reference, maxChars), colRef, 1)
-	drawText(img, 10, 41, fit("CANDIDATE: "+in.Candidate, maxChars), colCand, 1)
-	line := fmt.Sprintf("SNR %s DB   SI-SDR %s DB   LOG-MEL DIST %.3f DB   MAX ABS DIFF %.3g   LENGTH %d VS %d (%+d)   RATE %d HZ",
+	title := "pp-offline compare   verdict: "
+	drawText(img, 10, 6, title, colText, 2)
+	drawText(img, 10+textWidth(title, 2), 6, string(res.Verdict), vc, 2)
+	maxW := plotWidth - 20
+	drawText(img, 10, 28, fitWidth("reference: "+in.Reference, maxW, 1), colRef, 1)
+	drawText(img, 10, 41, fitWidth("candidate: "+in.Candidate, maxW, 1), colCand, 1)
+	line := fmt.Sprintf("SNR %s dB   SI-SDR %s dB   log-mel distance %.3f dB   max abs diff %.3g   length %d vs %d (%+d)   rate %d Hz",
 		fmtDB(a.SNRdB), fmtDB(a.SISDRdB), a.MelDistanceDB, a.MaxAbsDiff, a.ReferenceSamples, a.CandidateSamples, a.LengthDiff, rate)
 	if res.Text != nil {
-		line += fmt.Sprintf("   TEXT EDITS %d", res.Text.EditDistance)
+		line += fmt.Sprintf("   text edits %d", res.Text.EditDistance)
 	}
-	drawText(img, 10, 54, fit(line, maxChars), colText, 1)
+	drawText(img, 10, 54, fitWidth(line, maxW, 1), colText, 1)
 	over := res.FramesOverThreshold()
-	legend := fmt.Sprintf("RED: 80 MS FRAMES OVER THRESHOLD (FRAME SNR < %g DB OR FRAME LOG-MEL DIST > %g DB): %d OF %d",
+	legend := fmt.Sprintf("red: 80 ms frames over threshold (frame SNR < %g dB or frame log-mel distance > %g dB): %d of %d",
 		res.Thresholds.MinSNRdB, res.Thresholds.MaxMelDistanceDB, len(over), (total+fs-1)/fs)
 	if a.FirstDiffSample >= 0 {
-		legend += fmt.Sprintf("   MAGENTA: FIRST DIFFERENCE (FRAME %d, %.2f S)", a.FirstDiffFrame, float64(a.FirstDiffSample)/float64(rate))
+		legend += fmt.Sprintf("   magenta: first difference (frame %d, %.2f s)", a.FirstDiffFrame, float64(a.FirstDiffSample)/float64(rate))
 	}
-	drawText(img, 10, 67, fit(legend, maxChars), colDim, 1)
+	drawText(img, 10, 67, fitWidth(legend, maxW, 1), colDim, 1)
 
 	// Panel rectangles.
 	rects := make([]image.Rectangle, len(panels))
@@ -256,14 +297,13 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 	p.wave(rects[1], cand, peak, colCand)
 	n := min(len(ref), len(cand))
 	diff := make([]float32, n)
-	dpeak := 0.0
 	for i := range diff {
 		diff[i] = cand[i] - ref[i]
-		dpeak = math.Max(dpeak, math.Abs(float64(diff[i])))
 	}
-	p.wave(rects[2], diff, math.Max(dpeak, 1e-30), colDiff)
-	if dpeak == 0 {
-		drawText(img, rects[2].Min.X+8, rects[2].Min.Y+8, "IDENTICAL OVER THE COMMON PART", colDim, 2)
+	ds := newDiffScale(ref, diff)
+	p.wave(rects[2], diff, ds.fullScale, colDiff)
+	if ds.peak == 0 {
+		drawText(img, rects[2].Min.X+8, rects[2].Min.Y+8, "identical over the common part", colDim, 2)
 	}
 
 	// Log-mel spectrograms (floor from the reference, as in the metric).
@@ -332,13 +372,13 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 
 	// Labels.
 	labels := []struct{ name, sub string }{
-		{"REFERENCE", fmt.Sprintf("PEAK %.3g", peak)},
-		{"CANDIDATE", "SAME SCALE"},
-		{"CAND - REF", fmt.Sprintf("PEAK %.3g", dpeak)},
-		{"REF LOG-MEL", fmt.Sprintf("%.0f..%.0f DB", lo, lo+MelTopDB)},
-		{"CAND LOG-MEL", "SAME SCALE"},
-		{"LOG-MEL DIFF", fmt.Sprintf("|DL| 0..%.0f DB", plotDiffDB)},
-		{"80 MS FRAMES", ""},
+		{"reference", fmt.Sprintf("peak %.3g", peak)},
+		{"candidate", "same scale"},
+		{"cand − ref", ds.label()},
+		{"ref log-mel", fmt.Sprintf("%.0f … %.0f dB", lo, lo+MelTopDB)},
+		{"cand log-mel", "same scale"},
+		{"log-mel diff", fmt.Sprintf("|ΔL| 0 … %.0f dB", plotDiffDB)},
+		{"80 ms frames", ""},
 	}
 	for i, l := range labels {
 		r := rects[i]
@@ -353,16 +393,18 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 		if textWidth(l.name, 2) > plotLeft-16 {
 			scale = 1
 		}
-		ty := r.Min.Y + 4
+		ty := r.Min.Y + 2
 		if i == 6 {
-			ty = r.Min.Y + (r.Dy()-7)/2
+			ty = r.Min.Y + (r.Dy()-lineHeight(scale))/2
 		}
 		drawText(img, 8, ty, l.name, c, scale)
-		if l.sub != "" {
-			drawText(img, 8, ty+glyphH*scale+4, l.sub, colDim, 1)
+		for k, sub := range strings.Split(l.sub, "\n") {
+			if sub != "" {
+				drawText(img, 8, ty+lineHeight(scale)+2+k*lineHeight(1), sub, colDim, 1)
+			}
 		}
 		if i >= 3 && i <= 5 {
-			drawText(img, 8, r.Max.Y-glyphH-2, "MEL BANDS 0-79", colDim, 1)
+			drawText(img, 8, r.Max.Y-glyphH-2, "mel bands 0–79", colDim, 1)
 		}
 	}
 
@@ -374,12 +416,12 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 		x := p.col(int(math.Round(t * float64(rate))))
 		x = min(x, p.x0+p.w-1)
 		p.vline(x, axisY, axisY+5, colText)
-		lab := fmt.Sprintf("%gS", math.Round(t*1000)/1000)
+		lab := fmt.Sprintf("%g s", math.Round(t*1000)/1000)
 		lx := max(x-textWidth(lab, 1)/2, 0)
 		lx = min(lx, plotWidth-textWidth(lab, 1))
 		drawText(img, lx, axisY+8, lab, colText, 1)
 	}
-	drawText(img, 8, axisY+8, "TIME", colText, 1)
+	drawText(img, 8, axisY+8, "time", colText, 1)
 
 	return png.Encode(w, img)
 }

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Usage errors: a wrong flag, a missing value, an unknown command. They exit
+// with status 2 and print the one line that is wrong with a hint (the closest
+// flag or command name), not the whole help; --help prints the help.
+
+// exitUsage is the exit status of a usage error.
+const exitUsage = 2
+
+// usageError is a command-line mistake; main exits 2 on it.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+func (e usageError) ExitCode() int { return exitUsage }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{strings.Join(strings.Fields(fmt.Sprintf(format, args...)), " ")}
+}
+
+// installUsageHandlers gives the app and every command (recursively) the same
+// usage-error handler, each with its own flag names for suggestions.
+func installUsageHandlers(app *cli.App) {
+	app.OnUsageError = usageHandler("", app.Flags, app.Name+" --help")
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			path := strings.TrimSpace(prefix + " " + c.Name)
+			c.OnUsageError = usageHandler(path, c.Flags, app.Name+" "+path+" --help")
+			if len(c.Subcommands) > 0 && c.Action == nil {
+				// Without an action urfave/cli answers a mistyped
+				// subcommand with "No help topic" (exit 3).
+				c.Action = subcommandAction(path, c.Subcommands)
+			}
+			walk(path, c.Subcommands)
+		}
+	}
+	walk("", app.Commands)
+}
+
+var (
+	reUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+	reNeedsArg  = regexp.MustCompile(`^flag needs an argument: -+(.+)$`)
+	reBadValue  = regexp.MustCompile(`^invalid value "(.*)" for flag -+([^:]+): (.*)$`)
+)
+
+// usageHandler rewrites urfave/cli's flag-parsing errors into one line with
+// a hint; cmd is the command path ("" for the main job) that prefixes it.
+func usageHandler(cmd string, flags []cli.Flag, help string) cli.OnUsageErrorFunc {
+	prefix := ""
+	if cmd != "" {
+		prefix = cmd + ": "
+	}
+	return func(_ *cli.Context, err error, _ bool) error {
+		msg := err.Error()
+		if m := reUndefined.FindStringSubmatch(msg); m != nil {
+			name := strings.SplitN(m[1], "=", 2)[0]
+			if s := closest(name, flagNames(flags)); s != "" {
+				return usageErrorf("%sunknown flag --%s; did you mean --%s? (see %s)", prefix, name, s, help)
+			}
+			return usageErrorf("%sunknown flag --%s (see %s)", prefix, name, help)
+		}
+		if m := reNeedsArg.FindStringSubmatch(msg); m != nil {
+			return usageErrorf("%sflag --%s needs a value (see %s)", prefix, m[1], help)
+		}
+		if m := reBadValue.FindStringSubmatch(msg); m != nil {
+			return usageErrorf("%sinvalid value %q for --%s: %s (see %s)", prefix, m[1], m[2], badValueReason(m[3]), help)
+		}
+		return usageErrorf("%s%s (see %s)", prefix, msg, help)
+	}
+}
+
+// badValueReason shortens strconv's "parse error" into what the user did.
+func badValueReason(s string) string {
+	switch {
+	case strings.Contains(s, "parse error"), strings.Contains(s, "invalid syntax"):
+		return "not a number"
+	case strings.Contains(s, "out of range"):
+		return "out of range"
+	}
+	return s
+}
+
+// flagNames lists the names and aliases of the visible flags.
+func flagNames(flags []cli.Flag) []string {
+	var out []string
+	for _, f := range flags {
+		if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+			continue
+		}
+		out = append(out, f.Names()...)
+	}
+	return append(out, "help")
+}
+
+// commandNames lists the visible commands and their aliases.
+func commandNames(cmds []*cli.Command) []string {
+	var out []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			out = append(out, c.Names()...)
+		}
+	}
+	return out
+}
+
+// closest returns the candidate nearest to s: a unique one that s is a
+// prefix of, else the one at the smallest edit distance when that is at most
+// a third of the name's length (at least 1, at most 3); "" when none is close.
+func closest(s string, candidates []string) string {
+	sort.Strings(candidates)
+	var prefixed []string
+	for _, c := range candidates {
+		if c == s {
+			return ""
+		}
+		if len(s) >= 3 && strings.HasPrefix(c, s) {
+			prefixed = append(prefixed, c)
+		}
+	}
+	if len(prefixed) == 1 {
+		return prefixed[0]
+	}
+	best, bestD := "", -1
+	for _, c := range candidates {
+		d := editDistance(s, c)
+		if bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	limit := min(max(len(s)/3, 1), 3)
+	if bestD < 0 || bestD > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Damerau–Levenshtein distance (optimal string
+// alignment: insertions, deletions, substitutions, adjacent swaps).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}
+
+// unexpectedArgs is the usage error for stray positional arguments: an
+// unknown command (with the closest one) at the top level, else the argument.
+func unexpectedArgs(c *cli.Context, cmd string) error {
+	arg := c.Args().First()
+	if cmd == "" {
+		if !strings.HasPrefix(arg, "-") && !strings.ContainsAny(arg, "./\\") {
+			if s := closest(arg, commandNames(c.App.Commands)); s != "" {
+				return usageErrorf("unknown command %q; did you mean %q? (see %s --help)", arg, s, c.App.Name)
+			}
+			return usageErrorf("unknown command %q (see %s --help for the commands)", arg, c.App.Name)
+		}
+		return usageErrorf("unexpected argument %q (flags take the form --name value; see %s --help)", arg, c.App.Name)
+	}
+	return usageErrorf("%s: unexpected argument %q (see %s %s --help)", cmd, arg, c.App.Name, cmd)
+}
+
+// subcommandAction shows a parent command's help, or names the closest
+// subcommand to a mistyped one.
+func subcommandAction(path string, subs []*cli.Command) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() == 0 {
+			return cli.ShowSubcommandHelp(c)
+		}
+		arg := c.Args().First()
+		if s := closest(arg, commandNames(subs)); s != "" {
+			return usageErrorf("%s: unknown command %q; did you mean %q? (see %s %s --help)", path, arg, s, c.App.Name, path)
+		}
+		return usageErrorf("%s: unknown command %q (see %s %s --help)", path, arg, c.App.Name, path)
+	}
+}
+
+var reRequired = regexp.MustCompile(`^Required flags? "(.+)" not set$`)
+
+// asUsageError turns urfave/cli's missing-required-flag error (returned from
+// Run, not through OnUsageError) into a usage error.
+func asUsageError(err error) error {
+	if m := reRequired.FindStringSubmatch(err.Error()); m != nil {
+		names := strings.Split(m[1], ", ")
+		for i, n := range names {
+			names[i] = "--" + n
+		}
+		return usageErrorf("missing required flag %s (see --help)", strings.Join(names, ", "))
+	}
+	return err
+}
