@@ -3,6 +3,7 @@ package infer
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
@@ -86,6 +87,9 @@ func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath strin
 	if len(in.user) == 0 {
 		return nil, fmt.Errorf("%s: no audio samples", it.InputWAV)
 	}
+	if err := finiteAudio(it.InputWAV, in.user, cfg.Mimi.SampleRate); err != nil {
+		return nil, err
+	}
 	if it.TextPrompt != "" {
 		in.sys.TextIDs = tok.Encode(prompts.WrapWithSystemTags(it.TextPrompt))
 	}
@@ -95,7 +99,10 @@ func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath strin
 		}
 	}
 	if voices.IsEmbeddings(it.VoicePrompt) {
-		p, err := voices.LoadPT(it.VoicePrompt)
+		// Bounded before anything is allocated: a voice prompt is at most
+		// the model's context of steps (its width is checked against the
+		// loaded model, see start).
+		p, err := voices.LoadPTLimits(it.VoicePrompt, voices.Limits{MaxRows: cfg.Context, Finite: true})
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +111,19 @@ func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath strin
 		return nil, err
 	}
 	return in, nil
+}
+
+// finiteAudio refuses audio holding NaN or infinite samples (a float WAV
+// can): the codec would turn them into garbage frames with no error. An
+// unattended job wants the item failed, loudly, rather than an output that
+// looks fine.
+func finiteAudio(path string, x []float32, rate int) error {
+	for i, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("%s: sample %d (at %.3f s) is %v: not usable audio", path, i, float64(i)/float64(rate), v)
+		}
+	}
+	return nil
 }
 
 // newBackend is the backend of a job (this build has the CPU's only).

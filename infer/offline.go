@@ -160,6 +160,9 @@ func LoadVoiceAudio(path string, rate int) ([]float32, error) {
 	if len(x) == 0 {
 		return nil, fmt.Errorf("%s: voice prompt has no audio samples", path)
 	}
+	if err := finiteAudio(path, x, rate); err != nil {
+		return nil, err
+	}
 	return audio.NormalizeLoudness(x, rate, -24), nil
 }
 
