@@ -36,6 +36,7 @@ package audio
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -101,6 +102,12 @@ func Decode(data []byte, name string) (*Clip, error) {
 // load_audio + `sample[0:1]` does. See Resample for how the resampled samples
 // differ from the reference's for other rates.
 func LoadMono(path string, rate int) ([]float32, error) {
+	return LoadMonoContext(context.Background(), path, rate)
+}
+
+// LoadMonoContext is LoadMono that stops resampling when ctx is cancelled
+// (returning ctx.Err()).
+func LoadMonoContext(ctx context.Context, path string, rate int) ([]float32, error) {
 	if rate <= 0 {
 		return nil, fmt.Errorf("%s: invalid target sample rate %d", path, rate)
 	}
@@ -108,8 +115,14 @@ func LoadMono(path string, rate int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := Resample(c.Channels[0], c.SampleRate, rate)
+	if c.SampleRate < MinRate || c.SampleRate > MaxRate {
+		return nil, fmt.Errorf("%s: sample rate %d Hz is not an audio rate (%d..%d Hz)", path, c.SampleRate, MinRate, MaxRate)
+	}
+	out, err := ResampleContext(ctx, c.Channels[0], c.SampleRate, rate)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return out, nil

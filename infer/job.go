@@ -78,10 +78,10 @@ type inputs struct {
 
 // prepare reads and checks an item's inputs (nothing of the models is
 // needed: a bad input costs nothing).
-func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath string) (*inputs, error) {
+func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath string) (*inputs, error) {
 	in := &inputs{}
 	var err error
-	if in.user, err = audio.LoadMono(it.InputWAV, cfg.Mimi.SampleRate); err != nil {
+	if in.user, err = audio.LoadMonoContext(ctx, it.InputWAV, cfg.Mimi.SampleRate); err != nil {
 		return nil, err
 	}
 	if len(in.user) == 0 {
@@ -100,14 +100,14 @@ func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath strin
 	}
 	if voices.IsEmbeddings(it.VoicePrompt) {
 		// Bounded before anything is allocated: a voice prompt is at most
-		// the model's context of steps (its width is checked against the
-		// loaded model, see start).
-		p, err := voices.LoadPTLimits(it.VoicePrompt, voices.Limits{MaxRows: cfg.Context, Finite: true})
+		// the model's context of steps or 4096 (5.5 minutes), whichever is
+		// more (its width is checked against the loaded model, see start).
+		p, err := voices.LoadPTLimits(it.VoicePrompt, voices.Limits{MaxRows: max(cfg.Context, 4096), Finite: true})
 		if err != nil {
 			return nil, err
 		}
 		in.sys.VoiceEmbeddings, in.sys.VoiceCache = p.Embeddings, p.Cache
-	} else if in.voiceAudio, err = LoadVoiceAudio(it.VoicePrompt, cfg.Mimi.SampleRate); err != nil {
+	} else if in.voiceAudio, err = loadVoiceAudio(ctx, it.VoicePrompt, cfg.Mimi.SampleRate); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -169,8 +169,11 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 				exhausted = true
 				break
 			}
-			in, err := prepare(it, cfg, tok, o.Tokenizer)
+			in, err := prepare(ctx, it, cfg, tok, o.Tokenizer)
 			if err != nil {
+				if ctx.Err() != nil {
+					return false
+				}
 				done(ItemResult{Item: it, Err: err})
 				continue
 			}
@@ -180,6 +183,9 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		return false
 	}
 	for len(queue) < B && pull() {
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if len(queue) == 0 {
 		return nil
@@ -211,11 +217,12 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		}
 	}
 	eng := lm.NewEngine(model, be, weightsOf(placed))
+	eng.SetContext(ctx)
 	batch := codec.NewBatch()
 	frame := codec.FrameSize()
 	nq := cfg.Mimi.NumCodebooks
 
-	start := func(r ready) (*conv, error) {
+	start := func(r ready) (c *conv, err error) {
 		it, in := r.it, r.in
 		if in.sys.VoiceEmbeddings != nil {
 			// Checked against the loaded model: a config that does not fit
@@ -224,7 +231,7 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 				return nil, err
 			}
 		}
-		c := &conv{item: it, in: in, enc: codec.NewEncoder(), dec: codec.NewDecoder()}
+		c = &conv{item: it, in: in, enc: codec.NewEncoder(), dec: codec.NewDecoder()}
 		c.gen = eng.NewGen(lm.GenOptions{
 			UseSampling:     !it.Greedy,
 			Temp:            float32(it.TempAudio),
@@ -237,7 +244,9 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		})
 		if in.voiceAudio != nil {
 			progress(o, "encoding the voice prompt")
-			in.sys.VoiceFrames = encodeAll(c.enc, in.voiceAudio, frame)
+			if in.sys.VoiceFrames, err = encodeAll(ctx, c.enc, in.voiceAudio, frame); err != nil {
+				return nil, err
+			}
 			c.enc.Reset()
 		}
 		progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
@@ -273,6 +282,9 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 			queue = queue[1:]
 			c, err := start(r)
 			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 				done(ItemResult{Item: r.it, Err: err})
 				continue
 			}
@@ -302,7 +314,9 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		for i := range active {
 			ins = append(ins, lm.Input{User: codes[i]})
 		}
-		eng.Step(gens, ins)
+		if err := eng.Step(gens, ins); err != nil {
+			return err
+		}
 		if err := eng.Err(); err != nil {
 			return err
 		}
