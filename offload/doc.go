@@ -4,7 +4,9 @@
 //
 // # Units
 //
-// NewLM derives, from the config alone, the units a plan places, in
+// NewLM derives, from the config and the tensors the model declares for
+// each unit (lm.Units builds them from the LM's one tensor declaration:
+// offload spells no checkpoint name), the units a plan places, in
 // execution order for one frame: each temporal transformer layer (never
 // split), the output head (out_norm + text_linear), and each depformer
 // step's weights (its slice of every depformer layer's attention and

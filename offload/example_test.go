@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -19,15 +20,15 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	lm, err := offload.NewLM(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+	units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
 	if err != nil {
 		panic(err)
 	}
 	// Force a mix of the three placements: first layer resident, second
 	// streamed, head on the CPU, depformer steps alternately streamed and
 	// resident.
-	where := make([]offload.Placement, len(lm.Units))
-	for i, u := range lm.Units {
+	where := make([]offload.Placement, len(units.Units))
+	for i, u := range units.Units {
 		switch {
 		case u.Kind == offload.KindLayer && i == 0:
 			where[i] = offload.Resident
@@ -41,7 +42,7 @@ func Example() {
 			where[i] = offload.Resident
 		}
 	}
-	p := offload.NewProblem(lm, offload.Workload{Batch: 1}, offload.DefaultFigures(), 512<<20, 0)
+	p := offload.NewProblem(units, offload.Workload{Batch: 1}, offload.DefaultFigures(), 512<<20, 0)
 	plan, err := p.Evaluate(where)
 	if err != nil {
 		panic(err)
@@ -51,8 +52,8 @@ func Example() {
 	// Unit.Pack from the mapped checkpoint and keeps the spans to re-wrap
 	// the views as matrices.
 	r := rand.New(rand.NewPCG(1, 2))
-	host := make([][]byte, len(lm.Units))
-	for i, u := range lm.Units {
+	host := make([][]byte, len(units.Units))
+	for i, u := range units.Units {
 		host[i] = make([]byte, u.Bytes)
 		for j := range host[i] {
 			host[i][j] = byte(r.Uint32())

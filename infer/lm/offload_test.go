@@ -110,7 +110,7 @@ func testFigures(t testing.TB) offload.Figures {
 const testWorkspace = 64 << 10
 
 func tinyUnits(t testing.TB, m *Model, depSteps int) *offload.LM {
-	u, err := offload.NewLM(&m.Cfg, depSteps)
+	u, err := Units(&m.Cfg, depSteps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestPlacedRefusals(t *testing.T) {
 	}
 	other := m.Cfg
 	other.NumLayers = 3
-	ou, err := offload.NewLM(&other, 8)
+	ou, err := Units(&other, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
