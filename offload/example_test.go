@@ -12,7 +12,7 @@ import (
 
 // Example drives the runtime the way the LM will: plan, pack the units
 // (here: random bytes standing for the packed weights), then frame by
-// frame Acquire each unit's bytes, compute, Release. The bytes handed out
+// frame Acquire each unit's view, compute, Release. The bytes handed out
 // always equal the host bytes, whatever the placement, which is what keeps
 // the outputs bit-identical to a CPU-only run.
 func Example() {
@@ -69,13 +69,13 @@ func Example() {
 	for frame := 0; frame < 3; frame++ {
 		rt.BeginFrame()
 		for u := range plan.Units() {
-			w, err := rt.Acquire(u)
+			v, err := rt.Acquire(u)
 			if err != nil {
 				panic(err)
 			}
-			// ... compute unit u from w, on the device when
-			// rt.Where(u).OnDevice(), else on the CPU ...
-			identical = identical && bytes.Equal(w, host[u])
+			// ... compute unit u from v (v.Buf at v.Off on the device when
+			// rt.Where(u).OnDevice(), v.Host on the CPU) ...
+			identical = identical && bytes.Equal(v.Host, host[u])
 			rt.Release(u)
 		}
 		rt.EndFrame()

@@ -30,7 +30,7 @@ import (
 type Placed struct {
 	m    *Model
 	plan *offload.Plan
-	dev  *offload.SimDevice
+	dev  offload.Device
 	rt   *offload.Runtime
 
 	nLayers, nDep int
@@ -125,7 +125,7 @@ func NewSim(m *Model, o SimOptions) (*Placed, error) {
 // depformer steps) from the checkpoint the model was loaded from and starts
 // the offload runtime for plan on dev. It fails, without exceeding the
 // device's budget, when the plan does not fit.
-func NewPlaced(m *Model, plan *offload.Plan, dev *offload.SimDevice) (*Placed, error) {
+func NewPlaced(m *Model, plan *offload.Plan, dev offload.Device) (*Placed, error) {
 	if m.file == nil {
 		return nil, fmt.Errorf("offload: the model has no checkpoint to pack units from")
 	}
@@ -180,7 +180,7 @@ func NewPlaced(m *Model, plan *offload.Plan, dev *offload.SimDevice) (*Placed, e
 		p.binds[i] = b
 		// Bind once from the host bytes: checks every shape now, and
 		// allocates the norm buffers that later binds reuse.
-		if err := p.bind(i, blob); err != nil {
+		if err := p.bind(i, offload.View{Len: int64(len(blob)), Host: blob}); err != nil {
 			return nil, fmt.Errorf("offload: %s: %w", u.Name, err)
 		}
 	}
@@ -333,14 +333,27 @@ func newBinding(u offload.Unit, spans []offload.Span, refs []nn.TensorRef) (bind
 	return b, nil
 }
 
-// bind points unit u's weights (p.layers, p.head or p.deps) at view.
-func (p *Placed) bind(u int, view []byte) error {
+// bind points unit u's weights (p.layers, p.head or p.deps) at v: each
+// weight's Host at its span of v.Host (of the packed host bytes, equal, when
+// the device's memory is not host-visible), and its Dev at v.Buf, offset
+// to the span, when the unit lies in device memory (so that a device
+// backend computes from there).
+func (p *Placed) bind(u int, v offload.View) error {
 	b := &p.binds[u]
+	host := v.Host
+	if host == nil {
+		host = p.host[u]
+	}
 	for k := range b.ts {
 		sp := b.spans[b.parts[k]]
-		b.ts[k].Data = view[sp.Offset : sp.Offset+sp.Bytes : sp.Offset+sp.Bytes]
+		b.ts[k].Data = host[sp.Offset : sp.Offset+sp.Bytes : sp.Offset+sp.Bytes]
 		if err := nn.BindTensor(b.refs[k], &b.ts[k]); err != nil {
 			return err
+		}
+		w := *b.refs[k].Dst
+		w.Dev, w.DevOffset = v.Buf, 0
+		if v.Buf != nil {
+			w.DevOffset = v.Off + sp.Offset
 		}
 	}
 	return nil
@@ -458,8 +471,8 @@ func (p *Placed) Err() error { return p.err }
 // Plan is the plan executed.
 func (p *Placed) Plan() *offload.Plan { return p.plan }
 
-// Device is the simulated device.
-func (p *Placed) Device() *offload.SimDevice { return p.dev }
+// Device is the device the plan runs on.
+func (p *Placed) Device() offload.Device { return p.dev }
 
 // Timeline is the runtime's record so far (transfers, computes, the
 // device's peak).
