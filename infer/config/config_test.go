@@ -111,3 +111,24 @@ func TestIgnoredKeys(t *testing.T) {
 		t.Fatal("model_type accepted inside mimi")
 	}
 }
+
+// Parse never panics and either returns a config that validates or an
+// error, whatever the bytes.
+func FuzzParse(f *testing.F) {
+	for _, p := range []string{"../../testdata/tiny/config.json", "../../testdata/personaplex-7b.config.json", "../../testdata/personaplex-1b.config.json"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"num_layer": 3}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config that does not validate: %v", err)
+		}
+	})
+}
