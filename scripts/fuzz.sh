@@ -19,7 +19,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 run() {
   local pkg=${1%%:*} name=${1##*:}
-  local log="$LOGDIR/$(echo "$pkg" | tr / _)_$name.log"
+  local log="$LOGDIR/$(echo "${pkg#./}" | tr / _)_$name.log"
   # -fuzzminimizetime bounds the minimizer, which otherwise stalls on some
   # decoders' inputs (0 execs/s).
   go test -run XXX -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 2s -parallel 1 "$pkg" >"$log" 2>&1
