@@ -236,6 +236,17 @@ func runMain(c *cli.Context) error {
 	}
 	opts.VoicePrompt = voicePath
 	opts.InputWAV = c.String("input-wav")
+	// Nothing the run reads may be written over, and no other run may be
+	// writing the same outputs (it would mix them).
+	outputs := []string{c.String("output-wav"), c.String("output-text")}
+	if err := fileio.CheckOutputs(outputs, []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
+		return err
+	}
+	lock, err := fileio.LockOutputs(outputs...)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	opts.TextPrompt = c.String("text-prompt")
 	opts.Greedy = c.Bool("greedy")
 	opts.TempAudio, opts.TempText = c.Float64("temp-audio"), c.Float64("temp-text")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
@@ -113,6 +114,22 @@ func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tok
 	return in, nil
 }
 
+// promptSteps is the number of LM positions of the item's prompt phases.
+func (in *inputs) promptSteps(cfg *config.Config, frame int) int {
+	voice := len(in.sys.VoiceEmbeddings)
+	if in.voiceAudio != nil {
+		voice = (len(in.voiceAudio) + frame - 1) / frame
+	}
+	return voice + len(in.sys.TextIDs) + 2*int(0.5*cfg.Mimi.FrameRate) + 1
+}
+
+func fileSize(path string) int64 {
+	if st, err := os.Stat(path); err == nil {
+		return st.Size()
+	}
+	return 0
+}
+
 // finiteAudio refuses audio holding NaN or infinite samples (a float WAV
 // can): the codec would turn them into garbage frames with no error. An
 // unattended job wants the item failed, loudly, rather than an output that
@@ -190,6 +207,19 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	if len(queue) == 0 {
 		return nil
 	}
+	// The memory the first batch needs, before anything loads.
+	frame := cfg.Mimi.FrameSize()
+	positions, prefill := 0, 0
+	for _, r := range queue {
+		p := r.in.promptSteps(cfg, frame)
+		positions = max(positions, p+(len(r.in.user)+frame-1)/frame)
+		prefill += p
+	}
+	est := EstimateMemory(cfg, B, positions, prefill)
+	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
+	if err := checkMemory(est, o.Log, "use a smaller --batch-size, quantized weights or --cpu-offload with a GPU"); err != nil {
+		return err
+	}
 
 	be, err := newBackend(o)
 	if err != nil {
@@ -219,7 +249,7 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	eng := lm.NewEngine(model, be, weightsOf(placed))
 	eng.SetContext(ctx)
 	batch := codec.NewBatch()
-	frame := codec.FrameSize()
+	frame = codec.FrameSize() // the codec's geometry (the estimate used the config's rate ratio)
 	nq := cfg.Mimi.NumCodebooks
 
 	start := func(r ready) (c *conv, err error) {
