@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
@@ -163,7 +166,21 @@ func newBackend(o Options) (*cpu.CPU, error) {
 // stops the whole job: the models failing to load, an offload error, or
 // ctx being cancelled (ctx.Err(), checked before every step), after which
 // items in flight get no call.
-func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) error {
+func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) (err error) {
+	// A mapped checkpoint truncated under the job faults on the next read
+	// of a page past its end: on this goroutine that is a panic turned into
+	// an error (CheckIntact before every step reports the common case
+	// before any read).
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if re, ok := r.(runtime.Error); ok && strings.Contains(re.Error(), "fault") {
+				err = fmt.Errorf("a memory-mapped model file changed under the job (%v): stopped", re)
+				return
+			}
+			panic(r)
+		}
+	}()
 	o = o.withDefaults()
 	cfg := o.Config
 	B := max(1, o.BatchSize)
@@ -324,6 +341,12 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 			break
 		}
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := model.CheckFile(); err != nil {
+			return err
+		}
+		if err := codec.CheckFile(); err != nil {
 			return err
 		}
 		gens, ins, encs, pcms = gens[:0], ins[:0], encs[:0], pcms[:0]
