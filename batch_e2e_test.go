@@ -15,6 +15,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/batchjob"
+	"gopkg.in/yaml.v3"
 )
 
 // The batch tests run `pp-offline batch` on the tiny fixtures and compare
@@ -464,5 +465,90 @@ func TestBatchSIGTERMResumes(t *testing.T) {
 	checkAllOutputs(t, out, n, want)
 	if r := readReport(t, rep); r.Counts.Skipped != firstOK || r.Counts.OK != n-firstOK {
 		t.Fatalf("rerun report %+v", r.Counts)
+	}
+}
+
+// scripts/k8s-indexed-job.yaml parses as an Indexed Job whose shard count
+// matches its completions, and its container command, run here with
+// JOB_COMPLETION_INDEX 0..n-1 (and the tiny model's flags), covers the
+// manifest exactly once.
+func TestKubernetesIndexedJob(t *testing.T) {
+	data, err := os.ReadFile("scripts/k8s-indexed-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Spec       struct {
+			CompletionMode string `yaml:"completionMode"`
+			Completions    int    `yaml:"completions"`
+			Template       struct {
+				Spec struct {
+					RestartPolicy string `yaml:"restartPolicy"`
+					Containers    []struct {
+						Name    string   `yaml:"name"`
+						Command []string `yaml:"command"`
+						Env     []struct{ Name, Value string }
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &job); err != nil {
+		t.Fatal(err)
+	}
+	s := job.Spec
+	if job.APIVersion != "batch/v1" || job.Kind != "Job" || s.CompletionMode != "Indexed" || s.Completions < 2 || len(s.Template.Spec.Containers) != 1 {
+		t.Fatalf("not an Indexed Job: %+v", job)
+	}
+	ctr := s.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e.Value
+	}
+	if env[batchjob.ShardEnv] != fmt.Sprint(s.Completions) {
+		t.Fatalf("%s=%q, completions %d", batchjob.ShardEnv, env[batchjob.ShardEnv], s.Completions)
+	}
+	if len(ctr.Command) < 2 || ctr.Command[0] != "pp-offline" || ctr.Command[1] != "batch" {
+		t.Fatalf("command %q", ctr.Command)
+	}
+	// The job's /data volume, here.
+	data0 := t.TempDir()
+	var lines []string
+	for i := range 5 {
+		writeClip(t, filepath.Join(data0, fmt.Sprintf("in%d.wav", i)), 1920*(2+i))
+		lines = append(lines, fmt.Sprintf(`{"input_wav": "in%d.wav", "greedy": true}`, i))
+	}
+	os.WriteFile(filepath.Join(data0, "jobs.jsonl"), []byte(strings.Join(lines, "\n")), 0o644)
+	seen := map[int]int{}
+	for idx := range s.Completions {
+		var args []string
+		for _, a := range ctr.Command[1:] {
+			a = strings.ReplaceAll(a, "$(JOB_COMPLETION_INDEX)", fmt.Sprint(idx)) // as the kubelet expands it
+			if strings.HasPrefix(a, "/data/") {
+				a = filepath.Join(data0, strings.TrimPrefix(a, "/data/"))
+			}
+			args = append(args, a)
+		}
+		args = append(args, batchArgs()[1:]...) // the model: the tiny fixtures instead of the cache
+		cmd := exec.Command(binPath, args...)
+		cmd.Env = append(os.Environ(), "JOB_COMPLETION_INDEX="+fmt.Sprint(idx), batchjob.ShardEnv+"="+env[batchjob.ShardEnv], "HF_HUB_OFFLINE=1")
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		if err := cmd.Run(); err != nil || !strings.Contains(e.String(), "Kubernetes Indexed Job") {
+			t.Fatalf("index %d: %v\n%s", idx, err, e.String())
+		}
+		for _, it := range readReport(t, filepath.Join(data0, fmt.Sprintf("report-%d.json", idx))).Items {
+			if it.Status != "ok" {
+				t.Fatalf("index %d: %+v", idx, it)
+			}
+			seen[it.Index]++
+		}
+	}
+	for i := range 5 {
+		if seen[i] != 1 {
+			t.Fatalf("item %d run %d times", i, seen[i])
+		}
 	}
 }
