@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -265,6 +266,10 @@ func TestBatchBadItemFailsAlone(t *testing.T) {
 	}
 	if got := outputsOf(t, out); strings.Join(got, " ") != "a.json a.wav c.json c.wav" {
 		t.Fatalf("outputs %v", got)
+	}
+	// Off a terminal: a timestamped line per finished item.
+	if m := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\S+ \[info\] ok \S*jobs\.jsonl:[13] `).FindAllString(stderr, -1); len(m) != 2 {
+		t.Fatalf("want a timestamped line per written item:\n%s", stderr)
 	}
 	r := readReport(t, rep)
 	if r.Counts.OK != 2 || r.Counts.Failed != 1 || r.Items[1].Status != "failed" || !strings.Contains(r.Items[1].Reason, "b.wav") {
@@ -550,5 +555,25 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		if seen[i] != 1 {
 			t.Fatalf("item %d run %d times", i, seen[i])
 		}
+	}
+}
+
+// random-weights writes a model the main command runs (here of the tiny
+// shape, with a smaller tokenizer padded to the config's text_card).
+func TestRandomWeights(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, "random-weights", "--config", tiny+"config.json", "--tokenizer", "testdata/tokenizers/char.model", "--output", dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	out := t.TempDir()
+	args := tinyArgs(out, "--greedy", "-q")
+	for flag, f := range map[string]string{"--config": "config.json", "--moshi-weight": "model.safetensors", "--mimi-weight": "mimi.safetensors", "--tokenizer": "tokenizer.model"} {
+		args = setFlag(args, flag, filepath.Join(dir, f))
+	}
+	if _, stderr, code := run(t, args...); code != 0 {
+		t.Fatalf("main command on random weights: exit %d: %s", code, stderr)
+	}
+	if got := outputsOf(t, out); len(got) != 2 {
+		t.Fatalf("outputs %v", got)
 	}
 }
