@@ -11,7 +11,7 @@
 # report-task<ID>.json there); HF_HUB_OFFLINE defaults to 1 (run
 # `pp-offline download` once on a login node, see README).
 # Change the resources below to the model: the 7B wants ~20 GB of host
-# memory for the weights plus ~3.2 GB per conversation in the batch.
+# memory for the weights plus ~3 GiB per conversation in the batch.
 #SBATCH --job-name=pp-offline-batch
 #SBATCH --array=0-3
 #SBATCH --cpus-per-task=16
