@@ -209,6 +209,14 @@ func TestBatchMatchesSingleRuns(t *testing.T) {
 	}
 }
 
+func wdTiny(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(wd, tiny)
+}
+
 func atoi(s string) int {
 	var n int
 	fmt.Sscan(s, &n)
@@ -237,6 +245,10 @@ func TestBatchBadManifest(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "o")); err == nil {
 			t.Errorf("%s: output folder made", c.line)
 		}
+	}
+	os.WriteFile(filepath.Join(dir, "jobs.jsonl"), []byte(`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "`+filepath.Join(wdTiny(t), "tokenizer.model")+`"}`), 0o644)
+	if _, stderr, code := run(t, batchArgs("--manifest", filepath.Join(dir, "jobs.jsonl"))...); code != 2 || !strings.Contains(stderr, "--tokenizer") {
+		t.Errorf("output over the tokenizer: exit %d %s", code, stderr)
 	}
 	if _, stderr, code := run(t, batchArgs("--manifest", filepath.Join(dir, "jobs.jsonl"), "--no-such-flag")...); code != 2 {
 		t.Errorf("unknown flag: exit %d %s", code, stderr)

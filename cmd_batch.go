@@ -109,7 +109,12 @@ func runBatch(c *cli.Context) error {
 	if err != nil {
 		return batchUsage{err}
 	}
-	extra := map[string]string{}
+	extra := map[string]string{} // other files no output may be
+	for _, f := range []string{"config", "moshi-weight", "mimi-weight", "tokenizer"} {
+		if p := c.String(f); p != "" {
+			extra["--"+f] = p
+		}
+	}
 	if p := c.String("report"); p != "" {
 		extra["--report"] = p
 		if err := checkOutputPath(p); err != nil {

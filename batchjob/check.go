@@ -52,10 +52,10 @@ func Check(items []*Item, manifest string, extra map[string]string) error {
 	for what, p := range extra {
 		k := pathKey(p)
 		if u, ok := outputs[k]; ok {
-			return fmt.Errorf("%s %s is also the %s of %s", what, p, u.what, where(manifest, u.it))
+			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s", u.what, p, what))
 		}
 		if u, ok := inputs[k]; ok {
-			return fmt.Errorf("%s %s is the %s of %s", what, p, u.what, where(manifest, u.it))
+			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s", u.what, p, what))
 		}
 	}
 	return nil
