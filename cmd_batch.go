@@ -352,8 +352,15 @@ func (b *batchRun) done(r infer.ItemResult) {
 	it := b.items[i]
 	if r.Err == nil {
 		wav, text, err := encodeOutputs(r.Result, it.OutputFormat, it.OutputTextFormat)
+		var lock *fileio.Lock
+		if err == nil {
+			// Locked while written: another job writing the same item
+			// cannot interleave its renames with ours (a mixed pair).
+			lock, err = fileio.LockOutputs(it.OutputWAV, it.OutputText)
+		}
 		if err == nil {
 			err = fileio.WriteAllAtomic(fileio.File{Path: it.OutputWAV, Data: wav}, fileio.File{Path: it.OutputText, Data: text})
+			lock.Unlock()
 		}
 		r.Err = err
 	}

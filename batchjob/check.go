@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Check refuses what would clobber or race: two items (or one item's two
@@ -75,9 +76,15 @@ func itemErr(manifest string, it *Item, msg string) error {
 	return fmt.Errorf("%s: %s", it.InputWAV, msg)
 }
 
-// pathKey is the absolute, cleaned path, with links resolved when the file
-// (or its folder) exists.
+// pathKey identifies a file: by device and inode when it exists (so hard
+// links and other paths to it compare equal), else the absolute, cleaned
+// path with links resolved when its folder exists.
 func pathKey(p string) string {
+	if st, err := os.Stat(p); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			return fmt.Sprintf("inode:%d:%d", sys.Dev, sys.Ino)
+		}
+	}
 	a, err := filepath.Abs(p)
 	if err != nil {
 		return filepath.Clean(p)

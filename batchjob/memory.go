@@ -1,13 +1,11 @@
 package batchjob
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
+	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/internal/sysmem"
 )
 
 // Memory is what the host lets this process use.
@@ -16,79 +14,24 @@ type Memory struct {
 	Source string // how it was found, for the log
 }
 
-// HostMemory reads the memory this process may use: the host's available
-// memory (/proc/meminfo MemAvailable), lowered to the cgroup's limit less
-// its usage (v2 memory.max / memory.current, v1 memory.limit_in_bytes /
-// memory.usage_in_bytes) when there is one. 0 when nothing can be read.
+// HostMemory reads the memory this process may use (see sysmem.Available:
+// MemAvailable, lowered to the cgroup's limit less its usage). 0 when
+// nothing can be read.
 func HostMemory() Memory {
-	var m Memory
-	if kb := meminfo("MemAvailable"); kb > 0 {
-		m = Memory{kb << 10, fmt.Sprintf("%s available (/proc/meminfo)", gib(kb<<10))}
-	} else if kb := meminfo("MemTotal"); kb > 0 {
-		m = Memory{kb << 10, fmt.Sprintf("%s physical (/proc/meminfo)", gib(kb<<10))}
+	n, source, ok := sysmem.Available()
+	if !ok {
+		return Memory{}
 	}
-	for _, c := range []struct{ limit, usage string }{
-		{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-		{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
-	} {
-		limit, ok := readInt(c.limit)
-		if !ok || limit <= 0 || limit >= 1<<60 {
-			continue
-		}
-		used, _ := readInt(c.usage)
-		free := max(limit-used, 0)
-		if m.Bytes == 0 || free < m.Bytes {
-			m = Memory{free, fmt.Sprintf("%s free of the cgroup limit %s (%s)", gib(free), gib(limit), c.limit)}
-		}
-		break
-	}
-	return m
-}
-
-func meminfo(key string) int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), ":")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-func readInt(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "max" {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
+	return Memory{n, fmt.Sprintf("%s free (%s)", gib(n), source)}
 }
 
 func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
 // ConversationBytes is the memory one more conversation in the batch
-// costs at most: the LM's float32 KV rings at the full context (rings grow
-// to it on long inputs), Mimi's encoder and decoder transformer caches, the
-// depformer's, and activations and token caches (a fixed allowance).
+// costs at most: infer's estimate for one conversation at the full context
+// (rings grow to it on long inputs) with a prompt prefill of 256 rows.
 func ConversationBytes(cfg *config.Config) int64 {
-	l := &cfg.LM
-	kv := int64(l.NumLayers) * int64(l.Context) * int64(l.Dim) * 2 * 4
-	dep := int64(l.DepformerNumLayers) * int64(l.DepformerContext) * int64(l.DepformerDim) * 2 * 4
-	mt := &cfg.Mimi.Transformer
-	codec := 2 * int64(mt.NumLayers) * int64(mt.Context) * int64(mt.DModel) * 2 * 4
-	acts := int64(64 << 20)
-	return kv + dep + codec + acts
+	return infer.EstimateMemory(cfg, 1, cfg.LM.Context, 256).Total()
 }
 
 // MaxBatch caps the chosen batch: beyond it a step is compute-bound on any

@@ -8,7 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
 // Complete reports whether an item's outputs are both there and whole: the
@@ -104,51 +105,36 @@ func WAVSeconds(path string, exact bool) (float64, error) {
 // Only the given items' are touched (shards running at the same time have their own); it returns
 // what it removed.
 func CleanStale(items []*Item) ([]string, error) {
-	want := map[string]map[string]bool{}
+	outputs := map[string][]string{} // folder → its outputs
 	for _, it := range items {
 		for _, p := range []string{it.OutputWAV, it.OutputText} {
-			d := filepath.Dir(p)
-			if want[d] == nil {
-				want[d] = map[string]bool{}
-			}
-			want[d]["."+filepath.Base(p)+".tmp"] = true
+			outputs[filepath.Dir(p)] = append(outputs[filepath.Dir(p)], p)
 		}
 	}
 	var removed []string
 	var errs []error
-	for dir, prefixes := range want {
+	for dir, outs := range outputs {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			continue // created later
 		}
 		for _, e := range ents {
-			name := e.Name()
-			if !e.Type().IsRegular() || !strings.HasPrefix(name, ".") {
+			if !e.Type().IsRegular() {
 				continue
 			}
-			stale := false
-			if i := strings.LastIndex(name, ".tmp"); i > 0 && prefixes[name[:i+4]] && isDigits(name[i+4:]) {
-				stale = true
+			for _, o := range outs {
+				if !fileio.IsTempOf(o, e.Name()) {
+					continue
+				}
+				p := filepath.Join(dir, e.Name())
+				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("%s: %v", p, pathErr(err)))
+				} else {
+					removed = append(removed, p)
+				}
+				break
 			}
-			if !stale {
-				continue
-			}
-			p := filepath.Join(dir, name)
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("%s: %v", p, pathErr(err)))
-				continue
-			}
-			removed = append(removed, p)
 		}
 	}
 	return removed, errors.Join(errs...)
-}
-
-func isDigits(s string) bool {
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

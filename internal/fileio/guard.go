@@ -157,14 +157,30 @@ func (l *Lock) Unlock() {
 // RemoveStaleTemps removes the temporary files WriteAllAtomic leaves beside
 // output p when its process is killed between writing and renaming.
 func RemoveStaleTemps(p string) {
-	dir, base := filepath.Dir(p), "."+filepath.Base(p)+".tmp"
+	dir := filepath.Dir(p)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), base) && e.Type().IsRegular() {
+		if e.Type().IsRegular() && IsTempOf(p, e.Name()) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// IsTempOf reports whether name (a file name in output's folder) is one of
+// WriteAllAtomic's temporary files for output: ".NAME.tmp" and CreateTemp's
+// digits.
+func IsTempOf(output, name string) bool {
+	rest, ok := strings.CutPrefix(name, "."+filepath.Base(output)+".tmp")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
