@@ -297,6 +297,9 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 			c.enc.Reset()
 		}
 		progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
+		if p := in.promptSteps(cfg, frame); p >= cfg.Context {
+			o.Log.Infof("warning: %s: the prompt phases (%d steps: voice prompt, text prompt, silences) are longer than the model's context (%d): the conversation starts without their beginning", it.VoicePrompt, p, cfg.Context)
+		}
 		// Queued, not run: the prefill joins the batch's next pass.
 		if err := c.gen.QueueSystemPrompts(in.sys); err != nil {
 			return nil, fmt.Errorf("%s: %v", it.VoicePrompt, err)

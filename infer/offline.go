@@ -7,6 +7,8 @@ package infer
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/config"
@@ -118,12 +120,18 @@ func loadModels(o Options) (*mimi.Model, *lm.Model, error) {
 	progress(o, "loading mimi")
 	codec, err := mimi.Load(o.Config.Mimi, o.MimiWeight)
 	if err != nil {
+		if !strings.Contains(err.Error(), filepath.Base(o.MimiWeight)) {
+			err = fmt.Errorf("%s: %w", o.MimiWeight, err)
+		}
 		return nil, nil, err
 	}
 	progress(o, "loading moshi")
 	model, err := lm.LoadFile(&o.Config.LM, o.MoshiWeight)
 	if err != nil {
 		codec.Close()
+		if !strings.Contains(err.Error(), filepath.Base(o.MoshiWeight)) {
+			err = fmt.Errorf("%s: %w", o.MoshiWeight, err) // a shape error: name the checkpoint
+		}
 		return nil, nil, err
 	}
 	return codec, model, nil
