@@ -136,22 +136,19 @@ func (m *Model) quantTargets(pick func(string) weights.DType) []*backend.Weight 
 	return out
 }
 
-// quantizeWeight quantizes the rows of w into a new buffer, 64 rows per
-// task of par.
+// quantizeWeight quantizes the rows of w into a new buffer.
 func quantizeWeight(w *backend.Weight, dt weights.DType, par func(n int, f func(i int))) ([]byte, error) {
-	switch w.DType {
-	case weights.BF16, weights.F16, weights.F32:
-	default:
-		return nil, fmt.Errorf("%s: cannot quantize %s", w.Name, w.DType)
+	t := weights.Tensor{Name: w.Name, DType: w.DType, Shape: []int{w.Rows, w.Cols}, Data: w.Host}
+	return weights.QuantizeTensorPar(&t, dt, nil, par)
+}
+
+// Quantized reports whether any weight of the model is in a block format
+// (a quantized file, or QuantizeWeights).
+func (m *Model) Quantized() bool {
+	for _, w := range m.quantTargets(func(string) weights.DType { return weights.Q8_0 }) {
+		if w.DType.Quantized() {
+			return true
+		}
 	}
-	rb := int(dt.RowBytes(w.Cols))
-	out := make([]byte, w.Rows*rb)
-	const chunk = 64
-	es := w.Cols * w.DType.Size()
-	par((w.Rows+chunk-1)/chunk, func(c int) {
-		r0, r1 := c*chunk, min((c+1)*chunk, w.Rows)
-		t := weights.Tensor{Name: w.Name, DType: w.DType, Shape: []int{r1 - r0, w.Cols}, Data: w.Host[r0*es : r1*es]}
-		weights.QuantizeTensor(&t, dt, out[r0*rb:r1*rb]) // a float dtype: no error
-	})
-	return out, nil
+	return false
 }

@@ -181,30 +181,20 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 // QuantizeTensor quantizes a float tensor (BF16, F16, F32; its last
 // dimension is the row) into a new buffer of dt blocks, reusing buf when it
-// is large enough. Rows are converted one at a time.
+// is large enough.
 func QuantizeTensor(t *Tensor, dt DType, buf []byte) ([]byte, error) {
-	switch t.DType {
-	case BF16, F16, F32:
-	default:
-		return nil, fmt.Errorf("tensor %q: cannot quantize %s", t.Name, t.DType)
-	}
-	if len(t.Shape) == 0 {
-		return nil, fmt.Errorf("tensor %q: cannot quantize a scalar", t.Name)
-	}
-	cols := t.Shape[len(t.Shape)-1]
-	if cols <= 0 {
-		return nil, fmt.Errorf("tensor %q: cannot quantize shape %v", t.Name, t.Shape)
-	}
-	rows := t.Numel() / cols
-	size := dt.StorageBytes(t.Shape)
-	if int64(cap(buf)) < size {
-		buf = make([]byte, size)
-	}
-	buf = buf[:size]
-	rb := int(dt.RowBytes(cols))
+	return QuantizeTensorPar(t, dt, buf, func(n int, f func(int)) {
+		for i := range n {
+			f(i)
+		}
+	})
+}
+
+// quantizeRows quantizes rows [r0, r1) of t (rows of cols) into out.
+func quantizeRows(t *Tensor, dt DType, r0, r1, cols int, out []byte) {
+	rb, es := int(dt.RowBytes(cols)), t.DType.Size()
 	row := make([]float32, cols)
-	es := t.DType.Size()
-	for r := 0; r < rows; r++ {
+	for r := r0; r < r1; r++ {
 		src := t.Data[r*cols*es : (r+1)*cols*es]
 		for j := range row {
 			switch t.DType {
@@ -216,7 +206,44 @@ func QuantizeTensor(t *Tensor, dt DType, buf []byte) ([]byte, error) {
 				row[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
 			}
 		}
-		QuantizeRow(dt, buf[r*rb:(r+1)*rb], row)
+		QuantizeRow(dt, out[(r-r0)*rb:(r-r0+1)*rb], row)
 	}
+}
+
+// quantizable checks that t is a float tensor of rows × cols (its last
+// dimension) with its data, and dt a block format.
+func quantizable(t *Tensor, dt DType) (rows, cols int, err error) {
+	switch {
+	case !dt.Quantized():
+		return 0, 0, fmt.Errorf("tensor %q: %s is not a block format", t.Name, dt)
+	case t.DType != BF16 && t.DType != F16 && t.DType != F32:
+		return 0, 0, fmt.Errorf("tensor %q: cannot quantize %s", t.Name, t.DType)
+	case len(t.Shape) == 0 || t.Shape[len(t.Shape)-1] <= 0:
+		return 0, 0, fmt.Errorf("tensor %q: cannot quantize shape %v", t.Name, t.Shape)
+	case int64(len(t.Data)) != t.Bytes():
+		return 0, 0, fmt.Errorf("tensor %q: %d bytes for %s %v", t.Name, len(t.Data), t.DType, t.Shape)
+	}
+	cols = t.Shape[len(t.Shape)-1]
+	return t.Numel() / cols, cols, nil
+}
+
+// QuantizeTensorPar is QuantizeTensor with the rows split into tasks of 64
+// for par (ops.Parallel); the bytes do not depend on the split.
+func QuantizeTensorPar(t *Tensor, dt DType, buf []byte, par func(n int, f func(i int))) ([]byte, error) {
+	rows, cols, err := quantizable(t, dt)
+	if err != nil {
+		return nil, err
+	}
+	size := dt.StorageBytes(t.Shape)
+	if int64(cap(buf)) < size {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	rb := int(dt.RowBytes(cols))
+	const chunk = 64
+	par((rows+chunk-1)/chunk, func(c int) {
+		r0, r1 := c*chunk, min((c+1)*chunk, rows)
+		quantizeRows(t, dt, r0, r1, cols, buf[r0*rb:r1*rb])
+	})
 	return buf, nil
 }
