@@ -27,6 +27,7 @@ func init() {
 			&cli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
 			&cli.IntFlag{Name: "batch-size", Value: 1, Usage: "conversations run in lockstep (each weight read once per step for all of them)"},
 			&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 or bf16 (see the main job's flag)"},
+			&cli.StringFlag{Name: "weights", Usage: "quantize the LM at load: q8_0 or q4_k (see the main job's flag)"},
 			&cli.IntFlag{Name: "memory-mib", Value: 1024, Usage: "buffer size for the memory-bandwidth measurement"},
 			&cli.IntFlag{Name: "kv-fill", Usage: "pretend this many positions are already in the KV cache (synthetic), to time attention at long contexts (the real model's context is 3000)"},
 			&cli.BoolFlag{Name: "json", Usage: "end with one line of JSON (the figures, for scripts)"},
@@ -51,6 +52,9 @@ func runBench(c *cli.Context) error {
 	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
 		return fmt.Errorf("--compute-dtype: %v", err)
 	}
+	if err := infer.CheckWeights(c.String("weights")); err != nil {
+		return fmt.Errorf("--weights: %v", err)
+	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
 	if p := c.String("cpuprofile"); p != "" {
 		f, err := os.Create(p)
@@ -67,6 +71,7 @@ func runBench(c *cli.Context) error {
 		Config: cfg, MoshiWeight: c.String("moshi-weight"), MimiWeight: c.String("mimi-weight"),
 		Frames: c.Int("frames"), Warmup: c.Int("warmup"), Threads: c.Int("threads"),
 		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), BatchSize: c.Int("batch-size"), Log: log,
+		Weights: c.String("weights"),
 	})
 	if err != nil {
 		return err

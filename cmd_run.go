@@ -72,6 +72,7 @@ func modelFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
 		&cli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
 		&cli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (exact, the parity path) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
+		&cli.StringFlag{Name: "weights", Usage: "quantize the LM at load: q8_0 (about half the bytes per frame) or q4_k (under a third); not bit-identical to the reference (docs/QUANTIZATION.md; pp-offline quantize writes a file instead)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
 	}
 	return append(f, hubFlags()...)
@@ -342,6 +343,10 @@ func deviceOptions(c *cli.Context, o *infer.Options, log *logger) error {
 	}
 	if ops.ComputeDType() == "bf16" {
 		log.Infof("compute dtype bf16 (kernel %s): outputs differ from the f32 parity path", ops.BF16KernelName())
+	}
+	o.Weights = c.String("weights")
+	if err := infer.CheckWeights(o.Weights); err != nil {
+		return fmt.Errorf("--weights: %v", err)
 	}
 	return nil
 }

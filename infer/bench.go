@@ -20,6 +20,7 @@ type BenchOptions struct {
 	Config      *config.Config
 	MoshiWeight string // "" = random bf16 weights at the config's shape
 	MimiWeight  string // "" = random f32 weights at the config's Mimi shape
+	Weights     string // quantize the LM at load: "", "q8_0", "q4_k" (as Options.Weights)
 	Frames      int    // measured frames (after Warmup)
 	Warmup      int
 	Threads     int
@@ -132,6 +133,12 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	model, err := lm.Load(&lmCfg, lf)
 	if err != nil {
 		return nil, err
+	}
+	if err := quantizeAtLoad(o.Log, model, o.Weights); err != nil {
+		return nil, err
+	}
+	if o.Weights != "" {
+		res.Weights += " (" + o.Weights + " at load)"
 	}
 	if o.MimiWeight != "" {
 		if mf, err = weights.Open(o.MimiWeight); err != nil {

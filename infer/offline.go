@@ -65,6 +65,10 @@ type Options struct {
 	// reference does, instead of one prefill (same tokens; for tests).
 	StepwisePrompts bool
 
+	// Weights quantizes the LM at load: "" (the checkpoint's dtypes), "q8_0"
+	// or "q4_k" (lm.QuantDType; not bit-identical to the reference).
+	Weights string
+
 	Log      Logger
 	Progress Progress
 }
@@ -127,6 +131,9 @@ func loadModels(o Options) (*mimi.Model, *lm.Model, error) {
 	}
 	progress(o, "loading moshi")
 	model, err := lm.LoadFile(&o.Config.LM, o.MoshiWeight)
+	if err == nil {
+		err = quantizeAtLoad(o.Log, model, o.Weights)
+	}
 	if err != nil {
 		codec.Close()
 		if !strings.Contains(err.Error(), filepath.Base(o.MoshiWeight)) {

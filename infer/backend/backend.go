@@ -108,8 +108,9 @@ func ParseActivation(name string) (Activation, error) {
 	return 0, fmt.Errorf("gating %q is not supported", name)
 }
 
-// Weight is one weight matrix [Rows, Cols] in its storage dtype. Host is
-// its bytes in host memory (the mapped checkpoint, or an offload packing):
+// Weight is one weight matrix [Rows, Cols] in its storage dtype (a float,
+// or a block format of weights: each row is DType.RowBytes(Cols) bytes of
+// blocks). Host is its bytes in host memory (the mapped checkpoint, or an offload packing):
 // what the CPU computes from. Dev is the same bytes in a device's memory
 // when a placement put them there (nil otherwise): what a device backend
 // computes from. Vectors (norm scales, layer scales) are [1, n].
@@ -122,12 +123,12 @@ type Weight struct {
 	DevOffset  int64
 }
 
-// Bytes is the weight's storage size.
-func (w *Weight) Bytes() int64 { return int64(w.Rows) * int64(w.Cols) * int64(w.DType.Size()) }
+// Bytes is the weight's storage size (blocks, for a quantized dtype).
+func (w *Weight) Bytes() int64 { return int64(w.Rows) * w.DType.RowBytes(w.Cols) }
 
 // RowSlice is rows [r0, r1) of w, sharing its bytes.
 func (w Weight) RowSlice(r0, r1 int) Weight {
-	rb := int64(w.Cols) * int64(w.DType.Size())
+	rb := w.DType.RowBytes(w.Cols)
 	out := w
 	out.Rows = r1 - r0
 	if w.Host != nil {
@@ -138,15 +139,20 @@ func (w Weight) RowSlice(r0, r1 int) Weight {
 }
 
 // NewWeight views tensor t as a [rows, cols] matrix (rows·cols must be its
-// element count; the dtype must be a float).
+// element count — of its logical shape —, its bytes its storage size; the
+// dtype must be a float or a block format, whose rows must be the tensor's
+// last dimension).
 func NewWeight(t *weights.Tensor, rows, cols int) (Weight, error) {
 	switch t.DType {
-	case weights.BF16, weights.F16, weights.F32:
+	case weights.BF16, weights.F16, weights.F32, weights.Q8_0, weights.Q4_K:
 	default:
 		return Weight{}, fmt.Errorf("tensor %q: dtype %s cannot be used as a weight", t.Name, t.DType)
 	}
-	if rows*cols != t.Numel() || len(t.Data) != t.Numel()*t.DType.Size() {
+	if rows*cols != t.Numel() || int64(len(t.Data)) != t.Bytes() {
 		return Weight{}, fmt.Errorf("tensor %q: %d elements in %d bytes cannot be a [%d, %d] weight", t.Name, t.Numel(), len(t.Data), rows, cols)
+	}
+	if t.DType.Quantized() && (len(t.Shape) == 0 || t.Shape[len(t.Shape)-1] != cols) {
+		return Weight{}, fmt.Errorf("tensor %q: %s %v cannot be a [%d, %d] weight (its blocks run along its last dimension)", t.Name, t.DType, t.Shape, rows, cols)
 	}
 	return Weight{Name: t.Name, Rows: rows, Cols: cols, DType: t.DType, Host: t.Data}, nil
 }

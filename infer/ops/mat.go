@@ -43,6 +43,7 @@ type Mat struct {
 	DType      weights.DType
 	u16        []uint16  // BF16 or F16 elements
 	f32        []float32 // F32 elements
+	q          []byte    // Q8_0 or Q4_K blocks (quant.go), RowBytes(Cols) per row
 }
 
 // NewMat views a tensor as a matrix. Tensors of rank > 2 are flattened to
@@ -80,7 +81,7 @@ func MatFromF32(rows, cols int, data []float32) Mat {
 }
 
 // MatFromBytes views rows×cols little-endian elements of dtype dt (BF16,
-// F16 or F32) in b as a matrix, without copying: the matrix reads b, which
+// F16 or F32; or rows of Q8_0 / Q4_K blocks, any alignment) in b as a matrix, without copying: the matrix reads b, which
 // must stay unchanged while it is in use. b must hold exactly
 // rows·cols·dt.Size() bytes and start on a multiple of the element size (2
 // or 4 bytes; mmap'd tensors and the 64-byte aligned offload buffers do);
@@ -89,6 +90,8 @@ func MatFromF32(rows, cols int, data []float32) Mat {
 func MatFromBytes(rows, cols int, dt weights.DType, b []byte) (Mat, error) {
 	switch dt {
 	case weights.BF16, weights.F16, weights.F32:
+	case weights.Q8_0, weights.Q4_K:
+		return matFromBlocks(rows, cols, dt, b)
 	default:
 		return Mat{}, fmt.Errorf("ops: MatFromBytes: dtype %s cannot be used as a weight matrix", dt)
 	}
@@ -135,7 +138,10 @@ var littleEndian = func() bool {
 func (m Mat) RowSlice(r0, r1 int) Mat {
 	out := m
 	out.Rows = r1 - r0
-	if m.u16 != nil {
+	if m.q != nil {
+		rb := int(m.DType.RowBytes(m.Cols))
+		out.q = m.q[r0*rb : r1*rb]
+	} else if m.u16 != nil {
 		out.u16 = m.u16[r0*m.Cols : r1*m.Cols]
 	} else {
 		out.f32 = m.f32[r0*m.Cols : r1*m.Cols]
@@ -144,7 +150,7 @@ func (m Mat) RowSlice(r0, r1 int) Mat {
 }
 
 // Bytes is the storage size of the matrix.
-func (m Mat) Bytes() int64 { return int64(m.Rows) * int64(m.Cols) * int64(m.DType.Size()) }
+func (m Mat) Bytes() int64 { return int64(m.Rows) * m.DType.RowBytes(m.Cols) }
 
 // Row widens row i into dst (len Cols).
 func (m Mat) Row(i int, dst []float32) {
@@ -162,6 +168,8 @@ func (m Mat) Row(i int, dst []float32) {
 		for j, v := range src {
 			dst[j] = weights.HalfToFloat(v)
 		}
+	case weights.Q8_0, weights.Q4_K:
+		weights.DequantizeRow(m.DType, dst[:c], m.qrow(i))
 	}
 }
 
@@ -290,6 +298,16 @@ func (m Mat) tailRows(r0, r1, nl int, x, out []float32) {
 			for j, v := range m.f32[r*c+nl : (r+1)*c] {
 				s = fma32(v, x[j], s)
 			}
+		case weights.Q8_0:
+			row := m.qrow(r)
+			for j := nl; j < c; j++ {
+				s = fma32(weights.Q8_0At(row, j), x[j-nl], s)
+			}
+		case weights.Q4_K:
+			row := m.qrow(r)
+			for j := nl; j < c; j++ {
+				s = fma32(weights.Q4_KAt(row, j), x[j-nl], s)
+			}
 		}
 		out[r-r0] = s
 	}
@@ -297,6 +315,10 @@ func (m Mat) tailRows(r0, r1, nl int, x, out []float32) {
 
 // mmRange computes rows [r0, r1) of dst[t] = m·xs[t] for all t.
 func (m Mat) mmRange(k *kernelSet, r0, r1 int, dst, xs [][]float32) {
+	if m.q != nil {
+		m.mmRangeQ(k, r0, r1, dst, xs)
+		return
+	}
 	c := m.Cols
 	nl := c &^ (lanes - 1)
 	R, T := k.tileR, k.tileT

@@ -108,6 +108,8 @@ func archMV(id kernelID, m Mat, r0, r1, nl int, x, dst []float32) bool {
 		} else {
 			mvF32AVX2(&w[0], c, rows, &x[0], nl, &out[0])
 		}
+	case weights.Q8_0, weights.Q4_K:
+		return archMVQ(id, m, r0, r1, nl, x, dst)
 	default:
 		return false
 	}

@@ -25,6 +25,16 @@ func benchMat(dt weights.DType, rows, cols int) Mat {
 		return s >> 33
 	}
 	m := Mat{Rows: rows, Cols: cols, DType: dt}
+	if dt.Quantized() {
+		m.q = make([]byte, int64(rows)*dt.RowBytes(cols))
+		for i := range m.q {
+			m.q[i] = byte(next())
+		}
+		for o := 0; o < len(m.q); o += dt.BlockBytes() {
+			m.q[o], m.q[o+1], m.q[o+2], m.q[o+3] = 0x00, 0x20, 0x00, 0x1c // small f16 scales
+		}
+		return m
+	}
 	if dt == weights.F32 {
 		m.f32 = make([]float32, rows*cols)
 		for i := range m.f32 {
@@ -71,6 +81,11 @@ func BenchmarkMatVecF16_4096x4096(b *testing.B)   { benchMatVec(b, weights.F16, 
 func BenchmarkMatVecF32_4096x4096(b *testing.B)   { benchMatVec(b, weights.F32, 4096, 4096) }
 func BenchmarkMatVecF32_11264x4096(b *testing.B)  { benchMatVec(b, weights.F32, 11264, 4096) }
 
+func BenchmarkMatVecQ8_0_4096x4096(b *testing.B)  { benchMatVec(b, weights.Q8_0, 4096, 4096) }
+func BenchmarkMatVecQ8_0_11264x4096(b *testing.B) { benchMatVec(b, weights.Q8_0, 11264, 4096) }
+func BenchmarkMatVecQ4_K_4096x4096(b *testing.B)  { benchMatVec(b, weights.Q4_K, 4096, 4096) }
+func BenchmarkMatVecQ4_K_11264x4096(b *testing.B) { benchMatVec(b, weights.Q4_K, 11264, 4096) }
+
 func benchMatMul(b *testing.B, dt weights.DType, rows, cols, T int) {
 	m := benchMat(dt, rows, cols)
 	rng := rand.New(rand.NewPCG(2, 2))
@@ -103,6 +118,12 @@ func BenchmarkMatMulBF16_11264x4096_T64(b *testing.B) {
 	benchMatMul(b, weights.BF16, 11264, 4096, 64)
 }
 func BenchmarkMatMulF32_4096x4096_T64(b *testing.B) { benchMatMul(b, weights.F32, 4096, 4096, 64) }
+func BenchmarkMatMulBF16_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.BF16, 4096, 4096, 8) }
+func BenchmarkMatMulQ8_0_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.Q8_0, 4096, 4096, 8) }
+func BenchmarkMatMulQ4_K_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.Q4_K, 4096, 4096, 8) }
+func BenchmarkMatMulQ8_0_4096x4096_T64(b *testing.B) {
+	benchMatMul(b, weights.Q8_0, 4096, 4096, 64)
+}
 
 func BenchmarkDot(b *testing.B) {
 	for _, n := range []int{64, 128, 1024} {

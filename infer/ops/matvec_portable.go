@@ -122,6 +122,14 @@ func (k *kernelSet) mv(m Mat, r0, r1, nl int, x, dst []float32) {
 		for r := range out {
 			out[r] = dotPortable(m.f32[(r0+r)*c:], x, nl)
 		}
+	case weights.Q8_0:
+		for r := range out {
+			out[r] = dotQ8_0Portable(m.qrow(r0+r), x, nl)
+		}
+	case weights.Q4_K:
+		for r := range out {
+			out[r] = dotQ4_KPortable(m.qrow(r0+r), x, nl)
+		}
 	}
 }
 

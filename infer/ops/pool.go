@@ -269,7 +269,7 @@ func (t *fnTask) runChunk(i int) { t.f(i) }
 // or one thread), and the caller runs it inline.
 func (p *pool) parallelMatVec(k *kernelSet, m Mat, dst, x []float32) bool {
 	// ≥ 32 KiB of weights per chunk.
-	minRows := (32 << 10) / max(1, m.Cols*m.DType.Size())
+	minRows := (32 << 10) / max(1, int(m.DType.RowBytes(m.Cols)))
 	size, n := chunkRows(m.Rows, int(p.nthreads.Load()), minRows)
 	if !p.start(n) {
 		return false

@@ -55,11 +55,12 @@ func (d DType) Size() int {
 type Tensor struct {
 	Name  string
 	DType DType
-	Shape []int
-	Data  []byte // little-endian elements; aliases the mapping
+	Shape []int  // the logical shape (a quantized tensor's too; its Data is blocks)
+	Data  []byte // little-endian elements or blocks (Bytes() of them); aliases the mapping
 }
 
-// Numel is the number of elements.
+// Numel is the number of elements (of the logical shape, for a quantized
+// tensor).
 func (t *Tensor) Numel() int {
 	n := 1
 	for _, s := range t.Shape {
@@ -200,6 +201,9 @@ func parse(path string, data []byte) (*File, error) {
 	}
 	for _, s := range spans {
 		f.names = append(f.names, s.name)
+	}
+	if err := f.applyQuantMetadata(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

@@ -3,7 +3,6 @@ package weights
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"github.com/pp-offline/pp-offline/internal/fileio"
 	"io"
@@ -13,41 +12,31 @@ import (
 )
 
 // Write serialises tensors as a safetensors image (header padded with spaces
-// to 8 bytes, tensors in the given order).
+// to 8 bytes, tensors in the given order). Quantized tensors are written as
+// quantfile.go describes (U8 blocks, their format and logical shape in the
+// metadata).
 func Write(w io.Writer, tensors []*Tensor, metadata map[string]string) error {
-	hdr := map[string]any{}
-	if len(metadata) > 0 {
-		hdr["__metadata__"] = metadata
+	hs := make([]Header, len(tensors))
+	meta := map[string]string{}
+	for k, v := range metadata {
+		meta[k] = v
 	}
-	off := 0
-	for _, t := range tensors {
-		if len(t.Data) != t.Numel()*t.DType.Size() {
+	for i, t := range tensors {
+		if int64(len(t.Data)) != t.Bytes() {
 			return fmt.Errorf("tensor %q: %d bytes for shape %v of %s", t.Name, len(t.Data), t.Shape, t.DType)
 		}
-		hdr[t.Name] = map[string]any{"dtype": t.DType, "shape": t.Shape, "data_offsets": []int{off, off + len(t.Data)}}
-		off += len(t.Data)
-	}
-	js, err := json.Marshal(hdr)
-	if err != nil {
-		return err
-	}
-	for len(js)%8 != 0 {
-		js = append(js, ' ')
-	}
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
-	if _, err := w.Write(n[:]); err != nil {
-		return err
-	}
-	if _, err := w.Write(js); err != nil {
-		return err
-	}
-	for _, t := range tensors {
-		if _, err := w.Write(t.Data); err != nil {
-			return err
+		hs[i] = Header{Name: t.Name, DType: t.DType, Shape: t.Shape}
+		if t.DType.Quantized() {
+			h, k, v := QuantizedHeader(t.Name, t.DType, t.Shape)
+			hs[i] = h
+			meta[k] = v
+			meta[MetaFormat] = QuantFormat
 		}
 	}
-	return nil
+	return WriteStream(w, hs, meta, func(i int, w io.Writer) error {
+		_, err := w.Write(tensors[i].Data)
+		return err
+	})
 }
 
 // WriteFile writes tensors to path atomically (temporary file + rename).

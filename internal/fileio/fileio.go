@@ -4,8 +4,10 @@
 package fileio
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -84,4 +86,37 @@ func PathErr(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// WriteStreamAtomic writes path through a temporary file beside it that
+// write fills (buffered), synced and renamed into place; on any error the
+// temporary file is removed and path is untouched. For outputs too large to
+// hold in memory.
+func WriteStreamAtomic(path string, write func(w io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, PathErr(err))
+	}
+	bw := bufio.NewWriterSize(tmp, 4<<20)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("%s: %w", path, PathErr(err))
+	}
+	return nil
 }

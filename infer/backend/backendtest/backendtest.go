@@ -52,6 +52,20 @@ func (c *checker) vec(n int, scale float64) []float32 {
 // weight makes a [rows, cols] weight of dtype dt with random values.
 func (c *checker) weight(rows, cols int, dt weights.DType) *backend.Weight {
 	n := rows * cols
+	if dt.Quantized() {
+		// Blocks quantized from random values (the padding of a short last
+		// block included).
+		b := make([]byte, int64(rows)*dt.RowBytes(cols))
+		row := make([]float32, cols)
+		rb := int(dt.RowBytes(cols))
+		for r := 0; r < rows; r++ {
+			for j := range row {
+				row[j] = float32((c.rng.Float64()*2 - 1) * 0.1)
+			}
+			weights.QuantizeRow(dt, b[r*rb:(r+1)*rb], row)
+		}
+		return &backend.Weight{Name: fmt.Sprintf("w%dx%d_%s", rows, cols, dt), Rows: rows, Cols: cols, DType: dt, Host: b}
+	}
 	b := make([]byte, n*dt.Size())
 	for i := 0; i < n; i++ {
 		v := float32((c.rng.Float64()*2 - 1) * 0.1)
@@ -107,10 +121,10 @@ func bitsEqual(a, b []float32) bool {
 	return len(a) == len(b)
 }
 
-// matMul: every dtype and odd sizes; each row of a batch equals its
+// matMul: every dtype (the block formats too) and odd sizes; each row of a batch equals its
 // single-row product exactly, and the reference within Options.
 func (c *checker) matMul(t *testing.T) {
-	for _, dt := range []weights.DType{weights.BF16, weights.F16, weights.F32} {
+	for _, dt := range []weights.DType{weights.BF16, weights.F16, weights.F32, weights.Q8_0, weights.Q4_K} {
 		for _, sh := range [][2]int{{1, 8}, {37, 64}, {96, 97}, {300, 256}, {1024, 512}} {
 			w := c.weight(sh[0], sh[1], dt)
 			for _, B := range []int{1, 2, 3, 5, 8, 9, 16} {

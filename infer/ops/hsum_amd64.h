@@ -1,0 +1,42 @@
+// Horizontal sums of the 32-lane accumulators in the fixed tree order of
+// reduce32 (matvec_portable.go), shared by the kernels of matvec_amd64.s
+// and quant_amd64.s.
+
+// ---- horizontal sums in the fixed tree order ----
+
+// HSUM512 sums the 16 lanes of Z into the low lane of X (X is Z's low
+// part) and stores it to DST. Scratch: Z31. AVX-512F instructions only.
+#define HSUM512(Z, X, DST) \
+	VEXTRACTF64X4 $1, Z, Y31; \
+	VADDPS Z31, Z, Z; \
+	VEXTRACTF32X4 $1, Z, X31; \
+	VADDPS Z31, Z, Z; \
+	VPERMILPS $0x0E, Z, Z31; \
+	VADDPS Z31, Z, Z; \
+	VMOVSHDUP Z, Z31; \
+	VADDSS X31, X, X; \
+	VMOVSS X, DST
+
+// HSUM32_512 reduces 32 lanes held as ZA (0-15) and ZB (16-31).
+#define HSUM32_512(ZA, ZB, XA, DST) \
+	VADDPS ZB, ZA, ZA; \
+	HSUM512(ZA, XA, DST)
+
+// HSUM256 sums lanes 0-7 (YL) and 8-15 (YH) into the low lane of XL (YL's
+// low part) and stores it to DST. Scratch: Y15.
+#define HSUM256(YL, YH, XL, DST) \
+	VADDPS YH, YL, YL; \
+	VEXTRACTF128 $1, YL, X15; \
+	VADDPS X15, XL, XL; \
+	VPERMILPS $0x0E, XL, X15; \
+	VADDPS X15, XL, XL; \
+	VMOVSHDUP XL, X15; \
+	VADDSS X15, XL, XL; \
+	VMOVSS XL, DST
+
+// HSUM32_256 reduces 32 lanes held as Y0-7, Y8-15, Y16-23, Y24-31 (names
+// are the registers holding those lane groups).
+#define HSUM32_256(YA, YB, YC, YD, XA, DST) \
+	VADDPS YC, YA, YA; \
+	VADDPS YD, YB, YB; \
+	HSUM256(YA, YB, XA, DST)

@@ -1,0 +1,319 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+#include "hsum_amd64.h"
+
+// Kernels over block-quantized weights (see quant.go and
+// infer/weights/quant.go). The weight of every element is computed exactly
+// as the portable code does — Q8_0: d·q (VCVTPH2PS, VPMOVSXBD, VCVTDQ2PS,
+// VMULPS: exact); Q4_K: (d·sc)·q − dmin·m (the products exact, one rounding
+// in VSUBPS) — and goes to lane j%32 of the 32-lane accumulator with one
+// FMA, j ascending, then the fixed tree of HSUM32_*: the contract of
+// matvec_portable.go. A Q8_0 block or a Q4_K sub-block is exactly one
+// group of 32 lanes. Only the first nl columns (a positive multiple of 32)
+// are seen here; Go adds the tail.
+//
+// Registers: SI row, R8 row stride (bytes), CX rows, DX x, BX nl, DI dst,
+// AX element index, R9 block pointer; R10-R13 scratch. The Q4_K kernels
+// keep the 8 sub-block scales d·sc at 0(SP) and mins dmin·m at 32(SP).
+
+#define PFDIST 4096
+
+// ---- Q8_0: block at P → weights in Z4 (lanes 0-15), Z5 (16-31) ----
+#define Q8W512(P) \
+	VPBROADCASTW (P), Y2; \
+	VCVTPH2PS Y2, Z2; \
+	VPMOVSXBD 2(P), Z4; \
+	VPMOVSXBD 18(P), Z5; \
+	VCVTDQ2PS Z4, Z4; \
+	VCVTDQ2PS Z5, Z5; \
+	VMULPS Z2, Z4, Z4; \
+	VMULPS Z2, Z5, Z5
+
+// ---- Q8_0: block at P → weights in Y4-Y7 (lanes 0-7, …, 24-31) ----
+#define Q8W256(P) \
+	VPBROADCASTW (P), X8; \
+	VCVTPH2PS X8, Y8; \
+	VPMOVSXBD 2(P), Y4; \
+	VPMOVSXBD 10(P), Y5; \
+	VPMOVSXBD 18(P), Y6; \
+	VPMOVSXBD 26(P), Y7; \
+	VCVTDQ2PS Y4, Y4; \
+	VCVTDQ2PS Y5, Y5; \
+	VCVTDQ2PS Y6, Y6; \
+	VCVTDQ2PS Y7, Y7; \
+	VMULPS Y8, Y4, Y4; \
+	VMULPS Y8, Y5, Y5; \
+	VMULPS Y8, Y6, Y6; \
+	VMULPS Y8, Y7, Y7
+
+// ---- Q4_K: the super-block at P's 8 scales d·sc → 0(SP), mins dmin·m →
+// 32(SP). The 6-bit unpacking of get_scale_min_k4 on 32-bit words u0, u1,
+// u2 (scale bytes 0-3, 4-7, 8-11): sc[0..3] = u0 & 0x3f…, sc[4..7] =
+// (u2 & 0x0f…) | ((u0>>6) & 0x03…)<<4; m[0..3] = u1 & 0x3f…, m[4..7] =
+// ((u2>>4) & 0x0f…) | ((u1>>6) & 0x03…)<<4. Clobbers R10-R13, Y8-Y10.
+#define Q4K_SCALES(P) \
+	VPBROADCASTW 0(P), X8; \
+	VCVTPH2PS X8, Y8; \
+	VPBROADCASTW 2(P), X9; \
+	VCVTPH2PS X9, Y9; \
+	MOVL 4(P), R10; \
+	MOVL 12(P), R11; \
+	MOVL R10, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	MOVL R11, R13; \
+	ANDL $0x0f0f0f0f, R13; \
+	ORL R13, R12; \
+	ANDL $0x3f3f3f3f, R10; \
+	SHLQ $32, R12; \
+	ORQ R12, R10; \
+	VMOVQ R10, X10; \
+	VPMOVZXBD X10, Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y8, Y10, Y10; \
+	VMOVUPS Y10, 0(SP); \
+	MOVL 8(P), R10; \
+	MOVL R10, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	SHRL $4, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	ORL R11, R12; \
+	ANDL $0x3f3f3f3f, R10; \
+	SHLQ $32, R12; \
+	ORQ R12, R10; \
+	VMOVQ R10, X10; \
+	VPMOVZXBD X10, Y10; \
+	VCVTDQ2PS Y10, Y10; \
+	VMULPS Y9, Y10, Y10; \
+	VMOVUPS Y10, 32(SP)
+
+// ---- Q4_K: sub-block R10 (0-7) of the super-block at R9 → weights in
+// Z4, Z5; Z6 holds the nibble mask. Clobbers R11, Z2, Z3. ----
+#define Q4KW512 \
+	MOVQ R10, R11; \
+	SHRQ $1, R11; \
+	SHLQ $5, R11; \
+	VPMOVZXBD 16(R9)(R11*1), Z4; \
+	VPMOVZXBD 32(R9)(R11*1), Z5; \
+	TESTQ $1, R10; \
+	JNZ high; \
+	VPANDD Z6, Z4, Z4; \
+	VPANDD Z6, Z5, Z5; \
+	JMP conv; \
+high: \
+	VPSRLD $4, Z4, Z4; \
+	VPSRLD $4, Z5, Z5; \
+conv: \
+	VCVTDQ2PS Z4, Z4; \
+	VCVTDQ2PS Z5, Z5; \
+	VBROADCASTSS 0(SP)(R10*4), Z2; \
+	VBROADCASTSS 32(SP)(R10*4), Z3; \
+	VMULPS Z2, Z4, Z4; \
+	VMULPS Z2, Z5, Z5; \
+	VSUBPS Z3, Z4, Z4; \
+	VSUBPS Z3, Z5, Z5
+
+// ---- the same into Y4-Y7; Y11 holds the nibble mask. Clobbers R11,
+// Y12, Y13. ----
+#define Q4KW256 \
+	MOVQ R10, R11; \
+	SHRQ $1, R11; \
+	SHLQ $5, R11; \
+	VPMOVZXBD 16(R9)(R11*1), Y4; \
+	VPMOVZXBD 24(R9)(R11*1), Y5; \
+	VPMOVZXBD 32(R9)(R11*1), Y6; \
+	VPMOVZXBD 40(R9)(R11*1), Y7; \
+	TESTQ $1, R10; \
+	JNZ high; \
+	VPAND Y11, Y4, Y4; \
+	VPAND Y11, Y5, Y5; \
+	VPAND Y11, Y6, Y6; \
+	VPAND Y11, Y7, Y7; \
+	JMP conv; \
+high: \
+	VPSRLD $4, Y4, Y4; \
+	VPSRLD $4, Y5, Y5; \
+	VPSRLD $4, Y6, Y6; \
+	VPSRLD $4, Y7, Y7; \
+conv: \
+	VCVTDQ2PS Y4, Y4; \
+	VCVTDQ2PS Y5, Y5; \
+	VCVTDQ2PS Y6, Y6; \
+	VCVTDQ2PS Y7, Y7; \
+	VBROADCASTSS 0(SP)(R10*4), Y12; \
+	VBROADCASTSS 32(SP)(R10*4), Y13; \
+	VMULPS Y12, Y4, Y4; \
+	VMULPS Y12, Y5, Y5; \
+	VMULPS Y12, Y6, Y6; \
+	VMULPS Y12, Y7, Y7; \
+	VSUBPS Y13, Y4, Y4; \
+	VSUBPS Y13, Y5, Y5; \
+	VSUBPS Y13, Y6, Y6; \
+	VSUBPS Y13, Y7, Y7
+
+#define FMA512 \
+	VFMADD231PS (DX)(AX*4), Z4, Z0; \
+	VFMADD231PS 64(DX)(AX*4), Z5, Z1
+
+#define FMA256 \
+	VFMADD231PS (DX)(AX*4), Y4, Y0; \
+	VFMADD231PS 32(DX)(AX*4), Y5, Y1; \
+	VFMADD231PS 64(DX)(AX*4), Y6, Y2; \
+	VFMADD231PS 96(DX)(AX*4), Y7, Y3
+
+#define STORE512 \
+	VMOVUPS Z4, (DI)(AX*4); \
+	VMOVUPS Z5, 64(DI)(AX*4)
+
+#define STORE256 \
+	VMOVUPS Y4, (DI)(AX*4); \
+	VMOVUPS Y5, 32(DI)(AX*4); \
+	VMOVUPS Y6, 64(DI)(AX*4); \
+	VMOVUPS Y7, 96(DI)(AX*4)
+
+#define MVARGS \
+	MOVQ w+0(FP), SI; \
+	MOVQ stride+8(FP), R8; \
+	MOVQ rows+16(FP), CX; \
+	MOVQ x+24(FP), DX; \
+	MOVQ nl+32(FP), BX; \
+	MOVQ dst+40(FP), DI
+
+#define ZERO512 \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1
+
+#define ZERO256 \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3
+
+#define NEXTROW \
+	ADDQ R8, SI; \
+	ADDQ $4, DI; \
+	DECQ CX; \
+	JNZ row; \
+	VZEROUPPER; \
+	RET
+
+// func mvQ8_0…(w *byte, stride, rows int, x *float32, nl int, dst *float32)
+#define MVQ8(W, ZERO, FMA, HSUM) \
+	MVARGS; \
+row: \
+	MOVQ SI, R9; \
+	ZERO; \
+	XORQ AX, AX; \
+loop: \
+	PREFETCHT0 PFDIST(R9); \
+	W(R9); \
+	FMA; \
+	ADDQ $34, R9; \
+	ADDQ $32, AX; \
+	CMPQ AX, BX; \
+	JLT loop; \
+	HSUM; \
+	NEXTROW
+
+// func mvQ4_K…(w *byte, stride, rows int, x *float32, nl int, dst *float32)
+#define MVQ4K(MASK, W, ZERO, FMA, HSUM) \
+	MVARGS; \
+	MASK; \
+row: \
+	MOVQ SI, R9; \
+	ZERO; \
+	XORQ AX, AX; \
+sblock: \
+	PREFETCHT0 PFDIST(R9); \
+	PREFETCHT0 PFDIST+64(R9); \
+	PREFETCHT0 PFDIST+128(R9); \
+	Q4K_SCALES(R9); \
+	XORQ R10, R10; \
+sub: \
+	W; \
+	FMA; \
+	ADDQ $32, AX; \
+	CMPQ AX, BX; \
+	JGE done; \
+	INCQ R10; \
+	CMPQ R10, $8; \
+	JLT sub; \
+	ADDQ $144, R9; \
+	JMP sblock; \
+done: \
+	HSUM; \
+	NEXTROW
+
+#define MASK512 MOVL $15, R10; VPBROADCASTD R10, Z6
+#define MASK256 MOVL $15, R10; VMOVD R10, X11; VPBROADCASTD X11, Y11
+
+// func dqQ8_0…(w *byte, nl int, dst *float32): dst[:nl] = the weights.
+#define DQQ8(W, STORE) \
+	MOVQ w+0(FP), R9; \
+	MOVQ nl+8(FP), BX; \
+	MOVQ dst+16(FP), DI; \
+	XORQ AX, AX; \
+loop: \
+	W(R9); \
+	STORE; \
+	ADDQ $34, R9; \
+	ADDQ $32, AX; \
+	CMPQ AX, BX; \
+	JLT loop; \
+	VZEROUPPER; \
+	RET
+
+// func dqQ4_K…(w *byte, nl int, dst *float32)
+#define DQQ4K(MASK, W, STORE) \
+	MOVQ w+0(FP), R9; \
+	MOVQ nl+8(FP), BX; \
+	MOVQ dst+16(FP), DI; \
+	MASK; \
+	XORQ AX, AX; \
+sblock: \
+	Q4K_SCALES(R9); \
+	XORQ R10, R10; \
+sub: \
+	W; \
+	STORE; \
+	ADDQ $32, AX; \
+	CMPQ AX, BX; \
+	JGE done; \
+	INCQ R10; \
+	CMPQ R10, $8; \
+	JLT sub; \
+	ADDQ $144, R9; \
+	JMP sblock; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// ---- the kernels ----
+
+TEXT ·mvQ8_0AVX512(SB), NOSPLIT, $0-48
+	MVQ8(Q8W512, ZERO512, FMA512, HSUM32_512(Z0, Z1, X0, 0(DI)))
+
+TEXT ·mvQ8_0AVX2(SB), NOSPLIT, $0-48
+	MVQ8(Q8W256, ZERO256, FMA256, HSUM32_256(Y0, Y1, Y2, Y3, X0, 0(DI)))
+
+TEXT ·mvQ4_KAVX512(SB), NOSPLIT, $64-48
+	MVQ4K(MASK512, Q4KW512, ZERO512, FMA512, HSUM32_512(Z0, Z1, X0, 0(DI)))
+
+TEXT ·mvQ4_KAVX2(SB), NOSPLIT, $64-48
+	MVQ4K(MASK256, Q4KW256, ZERO256, FMA256, HSUM32_256(Y0, Y1, Y2, Y3, X0, 0(DI)))
+
+TEXT ·dqQ8_0AVX512(SB), NOSPLIT, $0-24
+	DQQ8(Q8W512, STORE512)
+
+TEXT ·dqQ8_0AVX2(SB), NOSPLIT, $0-24
+	DQQ8(Q8W256, STORE256)
+
+TEXT ·dqQ4_KAVX512(SB), NOSPLIT, $64-24
+	DQQ4K(MASK512, Q4KW512, STORE512)
+
+TEXT ·dqQ4_KAVX2(SB), NOSPLIT, $64-24
+	DQQ4K(MASK256, Q4KW256, STORE256)
