@@ -472,6 +472,10 @@ func resolveVoice(c *cli.Context, log *logger, repoVoices string) (string, error
 }
 
 func checkReadable(path string) error {
+	// Stat first: opening a named pipe waits for a writer.
+	if st, err := os.Stat(path); err == nil && st.Mode()&os.ModeNamedPipe != 0 {
+		return fmt.Errorf("%s: is a pipe, not a file: write the audio to a file first", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		var pe *os.PathError

@@ -8,8 +8,9 @@ import (
 
 // ReadFileLimit reads a small input file (a config, a tokenizer, a
 // manifest) whole, refusing directories, devices (/dev/zero is not a
-// config) and anything longer than limit bytes — checked while reading, so
-// a pipe cannot make it allocate more. Errors name the file.
+// config), named pipes (opening one waits for a writer) and anything
+// longer than limit bytes — checked while reading too. Errors name the
+// file.
 func ReadFileLimit(path string, limit int64) ([]byte, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -20,6 +21,9 @@ func ReadFileLimit(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: is a directory, not a file", path)
 	case m&(os.ModeDevice|os.ModeCharDevice) != 0:
 		return nil, fmt.Errorf("%s: is a device, not a file", path)
+	case m&os.ModeNamedPipe != 0:
+		// Opening one waits for a writer: an unattended run would hang.
+		return nil, fmt.Errorf("%s: is a pipe, not a file", path)
 	case m.IsRegular() && st.Size() > limit:
 		return nil, fmt.Errorf("%s: %d bytes, more than the %d expected at most", path, st.Size(), limit)
 	}
