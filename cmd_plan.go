@@ -9,6 +9,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 	"github.com/urfave/cli/v2"
 )
@@ -33,6 +34,7 @@ func init() {
 			&cli.StringFlag{Name: "config", DefaultText: "the built-in PersonaPlex 7B", Usage: "model config JSON"},
 			&cli.StringFlag{Name: "gpu-memory", Usage: "device memory the plan may use, e.g. 8GiB (required)"},
 			&cli.StringFlag{Name: "host-memory", DefaultText: "unlimited", Usage: "host memory the plan may use"},
+			&cli.StringFlag{Name: "weights", DefaultText: "bf16", Usage: "plan for weights quantized to q8_0 or q4_k (units sized by their stored format)"},
 			&cli.Float64Flag{Name: "gpu-bandwidth", Value: defFig.GPUBandwidth.Value, Usage: "device memory bandwidth, GB/s"},
 			&cli.Float64Flag{Name: "gpu-tflops", Value: defFig.GPUCompute.Value, Usage: "device bf16 throughput, TFLOP/s"},
 			&cli.Float64Flag{Name: "h2d-bandwidth", Value: defFig.H2DBandwidth.Value, Usage: "pinned host→device bandwidth, GB/s"},
@@ -120,7 +122,13 @@ func makePlan(c *cli.Context) (*planOutput, error) {
 	if c.IsSet("dep-steps") {
 		depSteps = c.Int("dep-steps")
 	}
-	units, err := lm.Units(&cfg.LM, depSteps)
+	var stored weights.DType
+	if f := c.String("weights"); f != "" && f != "bf16" {
+		if stored, err = weights.ParseQuantFormat(f); err != nil {
+			return nil, usageErrorf("--weights: %v", err)
+		}
+	}
+	units, err := lm.UnitsStored(&cfg.LM, depSteps, stored)
 	if err != nil {
 		return nil, err
 	}

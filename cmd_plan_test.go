@@ -189,3 +189,35 @@ func TestPlanErrors(t *testing.T) {
 		}
 	}
 }
+
+// --weights plans units at their stored size: a q8_0 layer is its blocks'
+// bytes (34 per 32 weights), and under the same budget more of a quantized
+// model stays resident than of the bf16 one.
+func TestPlanWeights(t *testing.T) {
+	resident := map[string]int{}
+	layerBytes := map[string]float64{}
+	for _, w := range []string{"bf16", "q8_0", "q4_k"} {
+		m := planJSON(t, "--config", "testdata/personaplex-7b.config.json", "--gpu-memory", "8GiB", "--weights", w)
+		for _, u := range m["units"].([]any) {
+			u := u.(map[string]any)
+			if u["where"] == "resident" {
+				resident[w]++
+			}
+			if u["name"] == "layer.0" {
+				layerBytes[w] = u["bytes"].(float64)
+			}
+		}
+	}
+	if !(resident["bf16"] < resident["q8_0"] && resident["q8_0"] < resident["q4_k"]) {
+		t.Fatalf("resident units %v", resident)
+	}
+	// layer.0: in/out projections and gating (all q8_0) + two 4096-float bf16 norms.
+	D, H := 4096.0, 11264.0
+	want := (4*D*D+3*H*D)/32*34 + 2*D*2
+	if layerBytes["q8_0"] != want {
+		t.Fatalf("q8_0 layer.0 is %v bytes, want %v", layerBytes["q8_0"], want)
+	}
+	if _, err := runPlanCmd(t, "--gpu-memory", "8GiB", "--weights", "q3"); err == nil {
+		t.Fatal("--weights q3 accepted")
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pp-offline/pp-offline/infer/weights"
+
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
 )
@@ -50,13 +52,22 @@ type Part struct {
 	Shape      []int  `json:"shape"` // the whole tensor's shape in the checkpoint
 	Row0, Row1 int    `json:"-"`
 	Cols       int    `json:"-"`
+	// Stored is the part's storage format when it is quantized (q8_0,
+	// q4_k blocks); "" is the checkpoint's bf16 (ElemBytes per element).
+	Stored weights.DType `json:"stored,omitempty"`
 }
 
 // Elems is the number of elements of the part.
 func (p Part) Elems() int64 { return int64(p.Row1-p.Row0) * int64(p.Cols) }
 
-// Bytes is the part's size at ElemBytes per element.
-func (p Part) Bytes() int64 { return p.Elems() * ElemBytes }
+// Bytes is the part's storage: its rows in its stored format, or at
+// ElemBytes per element.
+func (p Part) Bytes() int64 {
+	if p.Stored != "" {
+		return int64(p.Row1-p.Row0) * p.Stored.RowBytes(p.Cols)
+	}
+	return p.Elems() * ElemBytes
+}
 
 // Unit is the granule the planner places: it is computed as a whole, and
 // when streamed, crosses PCIe as one contiguous blob (its Parts in order).

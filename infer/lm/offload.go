@@ -202,12 +202,28 @@ func NewPlaced(m *Model, plan *offload.Plan, dev offload.Device) (*Placed, error
 // unit uses); offload adds the cost model's figures. Only the config is
 // read: no checkpoint is needed.
 func Units(c *config.LM, depSteps int) (*offload.LM, error) {
+	return UnitsStored(c, depSteps, "")
+}
+
+// UnitsStored is Units for a model whose weights are quantized to format
+// (q8_0, q4_k: as QuantDType picks them, so a unit's bytes are its stored
+// size and more of the model stays resident under a budget); "" is bf16.
+func UnitsStored(c *config.LM, depSteps int, format weights.DType) (*offload.LM, error) {
 	if err := offload.CheckLM(c, depSteps); err != nil {
 		return nil, err
 	}
 	parts, err := unitParts(c, depSteps)
 	if err != nil {
 		return nil, err
+	}
+	if format != "" {
+		for _, ps := range [][][]offload.Part{parts.Layers, {parts.Head}, parts.DepSteps, {parts.Depformer}} {
+			for _, unit := range ps {
+				for k := range unit {
+					unit[k].Stored = QuantDType(unit[k].Tensor, format)
+				}
+			}
+		}
 	}
 	return offload.NewLM(c, depSteps, parts)
 }
