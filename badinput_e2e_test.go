@@ -370,3 +370,79 @@ func TestBadInputMatrix(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint truncated while a job maps it ends the job with one line
+// (the check before each step, or a fault recovered into an error), never
+// SIGBUS and a Go trace.
+func TestModelTruncatedDuringRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 5-minute input")
+	}
+	dir := t.TempDir()
+	model, err := os.ReadFile(tiny + "model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(dir, "model.safetensors")
+	os.WriteFile(copyPath, model, 0o644)
+	x := make([]float32, 24000*300)
+	for i := range x {
+		x[i] = float32(0.2 * math.Sin(float64(i)*0.01))
+	}
+	var b bytes.Buffer
+	audio.EncodePCM16(&b, x, 24000)
+	in := filepath.Join(dir, "long.wav")
+	os.WriteFile(in, b.Bytes(), 0o644)
+	out := t.TempDir()
+	args := setFlag(setFlag(tinyArgs(out, "--greedy"), "--moshi-weight", copyPath), "--input-wav", in)
+	cmd := exec.Command(binPath, args...)
+	pr, pw, _ := os.Pipe()
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	var stderr bytes.Buffer
+	started := make(chan struct{})
+	go func() {
+		buf := make([]byte, 4096)
+		once := false
+		for {
+			n, err := pr.Read(buf)
+			stderr.Write(buf[:n])
+			if !once && bytes.Contains(stderr.Bytes(), []byte("prompt phases")) {
+				once = true
+				close(started)
+			}
+			if err != nil {
+				if !once {
+					close(started)
+				}
+				return
+			}
+		}
+	}()
+	<-started
+	time.Sleep(300 * time.Millisecond)
+	if err := os.Truncate(copyPath, int64(len(model)/3)); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	time.Sleep(50 * time.Millisecond)
+	s := stderr.String()
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	last := lines[len(lines)-1]
+	if code != 1 || !strings.HasPrefix(last, "pp-offline: ") || !(strings.Contains(last, "shrank") || strings.Contains(last, "changed under the job")) {
+		t.Fatalf("exit %d, last line %q", code, last)
+	}
+	if strings.Contains(s, "goroutine ") || strings.Contains(s, "SIGBUS") {
+		t.Fatalf("a trace:\n%s", s)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("outputs left: %v", ents)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strings"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
@@ -174,8 +173,13 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			if re, ok := r.(runtime.Error); ok && strings.Contains(re.Error(), "fault") {
-				err = fmt.Errorf("a memory-mapped model file changed under the job (%v): stopped", re)
+			// A fault with SetPanicOnFault is a runtime.Error with an Addr
+			// method (a plain nil dereference has none).
+			if re, ok := r.(interface {
+				runtime.Error
+				Addr() uintptr
+			}); ok {
+				err = fmt.Errorf("a memory-mapped model file changed under the job (%v at %#x): stopped", re, re.Addr())
 				return
 			}
 			panic(r)

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +56,9 @@ type pool struct {
 	// unclaimed chunk (16). A chunk is claimed by a CAS that advances next;
 	// the generation makes a stale claim fail.
 	word      atomic.Uint64
-	completed atomic.Int64 // chunks of the current job finished
-	job       task         // read only by a participant holding a claim
+	completed atomic.Int64        // chunks of the current job finished
+	fault     atomic.Pointer[any] // the first panic of the current job's chunks
+	job       task                // read only by a participant holding a claim
 
 	// The job descriptions, reused so that starting a job allocates nothing.
 	mv mvTask
@@ -139,12 +141,32 @@ func (p *pool) work() {
 		if i < 0 {
 			return
 		}
-		p.job.runChunk(i)
+		p.chunk(i)
 		p.completed.Add(1)
 	}
 }
 
+// chunk runs chunk i; a panic in it (a fault reading a memory-mapped file
+// that shrank, say) is kept for run to raise on the job's caller, where it
+// can be recovered, instead of killing the process from a worker.
+func (p *pool) chunk(i int) {
+	defer p.keepPanic()
+	p.job.runChunk(i)
+}
+
+// keepPanic records a chunk's panic (the deferred function itself, so that
+// recover works; it allocates only when there is one).
+func (p *pool) keepPanic() {
+	if r := recover(); r != nil {
+		v := r
+		p.fault.CompareAndSwap(nil, &v)
+	}
+}
+
 func (p *pool) worker(w *worker) {
+	// A fault in mapped memory becomes a panic (kept by chunk) rather than
+	// a fatal error, as on the job's own goroutine.
+	debug.SetPanicOnFault(true)
 	for !w.quit.Load() {
 		p.work()
 		if p.spin(w) {
@@ -213,7 +235,11 @@ func (p *pool) run(job task, nchunks int) {
 	// Drop the references to the caller's data before releasing the pool.
 	p.job = nil
 	p.mv, p.mm, p.fn = mvTask{}, mmTask{}, fnTask{}
+	fault := p.fault.Swap(nil)
 	p.mu.Unlock()
+	if fault != nil {
+		panic(*fault)
+	}
 }
 
 // chunksPerThread is how finely a job is split: enough chunks that a late

@@ -79,3 +79,31 @@ func BenchmarkPoolWake(b *testing.B) {
 		}
 	})
 }
+
+// A panic in a chunk run by a worker (as a fault in a memory-mapped file
+// that shrank would be) reaches the job's caller, where it can be
+// recovered, and the pool stays usable.
+func TestPanicInAChunkReachesTheCaller(t *testing.T) {
+	e, err := NewEngine(EngineOptions{Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got := func() (r any) {
+		defer func() { r = recover() }()
+		e.Parallel(64, func(i int) {
+			if i == 37 {
+				panic("chunk 37")
+			}
+		})
+		return nil
+	}()
+	if got != "chunk 37" {
+		t.Fatalf("recovered %v", got)
+	}
+	var n atomic.Int64
+	e.Parallel(64, func(int) { n.Add(1) })
+	if n.Load() != 64 {
+		t.Fatalf("after the panic the pool ran %d of 64 chunks", n.Load())
+	}
+}
