@@ -1,0 +1,109 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
+	"github.com/pp-offline/pp-offline/offload"
+)
+
+// device is the part of the driver the host side of the backend uses
+// (memory, copies on the compute or copy stream, events); *gpu implements
+// it with the driver, and the tests with a fake that records every call,
+// so that accounting, staging and stream/event ordering are tested without
+// a GPU.
+type device interface {
+	alloc(n int64) (cu.DevPtr, error)
+	free(p cu.DevPtr) error
+	// copyAsync queues a host-to-device copy on the copy stream (copy) or
+	// the compute stream.
+	copyAsync(dst cu.DevPtr, src []byte, copy bool) error
+	// newEvent makes an event; record records it on that stream (replacing
+	// its previous record: a wait queued before waits for the old one);
+	// wait makes that stream wait for e's last record; syncEvent blocks the
+	// host until it has passed.
+	newEvent() (event, error)
+	record(e event, copy bool) error
+	wait(copy bool, e event) error
+	syncEvent(e event) error
+	// register pins host memory (best effort: an error means copies from
+	// it are staged by the driver).
+	register(b []byte) error
+}
+
+// event is a recorded point of a stream.
+type event interface{}
+
+// allocator accounts every byte the backend allocates on the device against
+// a limit (--gpu-memory, else the free memory at start): an allocation
+// past it fails with an *offload.OOMError and allocates nothing, so an
+// 8 GiB GPU can be emulated on a bigger one.
+type allocator struct {
+	d           device
+	limit       int64
+	used, peak  int64
+	sizes       map[cu.DevPtr]int64
+	allocations int
+}
+
+func newAllocator(d device, limit int64) *allocator {
+	return &allocator{d: d, limit: limit, sizes: map[cu.DevPtr]int64{}}
+}
+
+// granule is the rounding of every allocation (the driver's alignment).
+const granule = 256
+
+func (a *allocator) alloc(name string, n int64) (cu.DevPtr, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("cuda: %s: negative size %d", name, n)
+	}
+	n = (max(n, 1) + granule - 1) / granule * granule
+	if a.used+n > a.limit {
+		return 0, &offload.OOMError{Name: name, Want: n, Used: a.used, Budget: a.limit}
+	}
+	p, err := a.d.alloc(n)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: %s (%s): %w", name, offload.FormatSize(n), err)
+	}
+	a.used += n
+	a.peak = max(a.peak, a.used)
+	a.sizes[p] = n
+	a.allocations++
+	return p, nil
+}
+
+func (a *allocator) free(p cu.DevPtr) error {
+	n, ok := a.sizes[p]
+	if !ok {
+		return fmt.Errorf("cuda: free of %#x, which the backend did not allocate", uint64(p))
+	}
+	delete(a.sizes, p)
+	a.used -= n
+	return a.d.free(p)
+}
+
+// freeAll frees every allocation (Close).
+func (a *allocator) freeAll() error {
+	var errs []error
+	for p := range a.sizes {
+		errs = append(errs, a.free(p))
+	}
+	return errors.Join(errs...)
+}
+
+// hostKey identifies a weight's host bytes: the start of its slice and its
+// length. The checkpoint is mapped read-only for the life of the process,
+// so equal keys are equal bytes.
+type hostKey struct {
+	p uintptr
+	n int
+}
+
+func keyOf(b []byte) hostKey {
+	if len(b) == 0 {
+		return hostKey{}
+	}
+	return hostKey{uintptr(unsafe.Pointer(&b[0])), len(b)}
+}
