@@ -388,9 +388,32 @@ func isFlatSchema(data []byte) bool {
 	return true
 }
 
-// offloadOptions reads the simulated device's flags (--device sim).
+// offloadOptions reads the device's memory flags: --device cuda's
+// (--gpu-memory, --host-memory, --cpu-offload) or the simulated device's.
 func offloadOptions(c *cli.Context, o *infer.Options, log *logger) error {
 	flags := []string{"gpu-memory", "host-memory", "workspace", "sim-figures"}
+	if o.Device == "cuda" {
+		o.GPU.Offload = c.Bool("cpu-offload")
+		o.GPU.ComputeDType = ops.ComputeDType()
+		for _, f := range []struct {
+			name string
+			dst  *int64
+		}{{"gpu-memory", &o.GPU.Memory}, {"host-memory", &o.GPU.HostMemory}} {
+			if c.IsSet(f.name) {
+				n, err := offload.ParseSize(c.String(f.name))
+				if err != nil {
+					return fmt.Errorf("--%s: %w", f.name, err)
+				}
+				*f.dst = n
+			}
+		}
+		for _, f := range []string{"workspace", "sim-figures"} {
+			if c.IsSet(f) {
+				log.Infof("--%s has no effect with --device cuda (it applies to --device sim)", f)
+			}
+		}
+		return nil
+	}
 	if o.Device != "sim" {
 		for _, f := range flags {
 			if c.IsSet(f) {
@@ -422,6 +445,9 @@ func offloadOptions(c *cli.Context, o *infer.Options, log *logger) error {
 	return nil
 }
 
+// resolveDevice picks the backend: --device auto takes a usable GPU, else
+// the CPU with one log line; --device cuda without one is an error, except
+// with --cpu-offload, which says so in one line and runs on the CPU.
 func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 	switch dev {
 	case "sim":
@@ -430,10 +456,15 @@ func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 		}
 		return "sim", nil
 	case "auto":
-		if infer.CUDAAvailable() {
+		why := infer.CUDAUnavailable()
+		if why == nil {
 			return "cuda", nil
 		}
-		log.Infof("device: no usable GPU (this build has no CUDA backend): running on the CPU")
+		if cpuOffload {
+			log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
+		} else {
+			log.Infof("device: no usable GPU (%v): running on the CPU", why)
+		}
 		return "cpu", nil
 	case "cpu":
 		if cpuOffload {
@@ -441,19 +472,19 @@ func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 		}
 		return "cpu", nil
 	case "cuda":
-		if !infer.CUDAAvailable() {
+		if why := infer.CUDAUnavailable(); why != nil {
 			if cpuOffload {
-				log.Infof("--cpu-offload: no usable GPU (this build has no CUDA backend): running on the CPU")
+				log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
 				return "cpu", nil
 			}
-			return "", fmt.Errorf("--device cuda: no usable GPU (this build has no CUDA backend; build with -tags cuda)")
+			return "", fmt.Errorf("--device cuda: no usable GPU: %v", why)
 		}
 		return "cuda", nil
 	}
 	if strings.HasPrefix(dev, "cuda:") {
 		return resolveDevice("cuda", cpuOffload, log)
 	}
-	return "", fmt.Errorf("--device must be auto, cpu or cuda, not %q", dev)
+	return "", fmt.Errorf("--device must be auto, cpu, cuda or sim, not %q", dev)
 }
 
 func resolveVoice(c *cli.Context, log *logger, repoVoices string) (string, error) {

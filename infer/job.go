@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/pp-offline/pp-offline/audio"
-	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/mimi"
@@ -106,11 +105,6 @@ func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath strin
 	return in, nil
 }
 
-// newBackend is the backend of a job (this build has the CPU's only).
-func newBackend(o Options) (*cpu.CPU, error) {
-	return cpu.New(cpu.Options{Threads: o.Threads})
-}
-
 // RunItems is the offline job over many conversations: it loads the models
 // once and runs every item next yields, up to o.BatchSize (default 1)
 // conversations in lockstep — each LM step and each codec transformer pass
@@ -126,7 +120,12 @@ func newBackend(o Options) (*cpu.CPU, error) {
 // stops the whole job: the models failing to load, an offload error, or
 // ctx being cancelled (ctx.Err(), checked before every step), after which
 // items in flight get no call.
-func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) error {
+func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) (err error) {
+	defer deviceFailure(&err)
+	return runItems(ctx, o, next, done)
+}
+
+func runItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) error {
 	o = o.withDefaults()
 	cfg := o.Config
 	B := max(1, o.BatchSize)
