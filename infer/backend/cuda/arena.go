@@ -51,7 +51,7 @@ func (a *arena) resize(n int) error {
 	a.host, a.dev, a.head = make([]byte, n), p, 0
 	// Pinned, the copies are truly asynchronous; pageable (registration
 	// refused), the driver stages them, which is slower but as correct.
-	a.pinned = cu.HostRegister(a.host) == nil
+	a.pinned = cu.HostRegister(a.host, false) == nil
 	return nil
 }
 
@@ -68,6 +68,19 @@ func (a *arena) take(n int) int {
 	off := a.head
 	a.head += n
 	return off
+}
+
+// reserve makes the next takes of n bytes in all come from one stretch
+// (no wrap or growth between them: the addresses of one op's uploads stay
+// valid together).
+func (a *arena) reserve(n int) {
+	if n > len(a.host) {
+		fail(a.resize(max(2*len(a.host), n+4096)))
+	}
+	if a.head+n > len(a.host) {
+		fail(a.c.g.compute.Synchronize())
+		a.head = 0
+	}
 }
 
 // uploadTemp queues b's copy into the arena's device ring and returns its

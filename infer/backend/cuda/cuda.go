@@ -601,6 +601,7 @@ func (c *CUDA) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accu
 			use[i*words+k/32] |= 1 << (k % 32)
 		}
 	}
+	c.arena.reserve(4*len(rows) + 4*len(use) + 512)
 	src := c.arena.uploadTemp(f32bytes(rows))
 	up := c.arena.uploadTemp(unsafe.Slice((*byte)(unsafe.Pointer(&use[0])), 4*len(use)))
 	acc := 0
@@ -857,6 +858,7 @@ func FreeMemory() (int64, error) {
 	if _, err := d.PrimaryContext(); err != nil {
 		return 0, err
 	}
+	defer d.ReleasePrimaryContext()
 	free, _, err := cu.MemInfo()
 	return max(free-driverReserve, 0), err
 }

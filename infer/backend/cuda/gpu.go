@@ -65,4 +65,4 @@ func (g *gpu) syncEvent(e event) error {
 	return ev.Synchronize()
 }
 
-func (g *gpu) register(b []byte) error { return cu.HostRegister(b) }
+func (g *gpu) register(b []byte) error { return cu.HostRegister(b, true) }

@@ -249,13 +249,18 @@ func MemAlloc(n int64) (DevPtr, error) {
 // MemFree frees what MemAlloc returned.
 func MemFree(p DevPtr) error { return check("cuMemFree", cuMemFree(p)) }
 
-// HostRegister page-locks b (e.g. the mapped checkpoint) so that copies
-// from it run at full PCIe speed, asynchronously.
-func HostRegister(b []byte) error {
+// HostRegister page-locks b so that copies from and to it run at full
+// PCIe speed, asynchronously. readOnly: the device only reads it (the
+// mapped checkpoint, a read-only mapping).
+func HostRegister(b []byte, readOnly bool) error {
 	if len(b) == 0 {
 		return nil
 	}
-	return check("cuMemHostRegister", cuMemHostRegister(unsafe.Pointer(&b[0]), uint64(len(b)), memHostRegisterPortable|memHostRegisterReadOnly))
+	flags := uint32(memHostRegisterPortable)
+	if readOnly {
+		flags |= memHostRegisterReadOnly
+	}
+	return check("cuMemHostRegister", cuMemHostRegister(unsafe.Pointer(&b[0]), uint64(len(b)), flags))
 }
 
 // HostUnregister undoes HostRegister.
