@@ -94,7 +94,7 @@ func mainFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "seed", Value: -1, Usage: "seed for sampling (-1: draw one and log it)"},
 		&cli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output WAV encoding: pcm16 (as the reference) or float32 (lossless)"},
 		&cli.StringFlag{Name: "output-text-format", Value: "list", Usage: "list (the reference's JSON list of pieces) or rich (object with text and per-frame tokens)"},
-		&cli.StringFlag{Name: "gpu-memory", Usage: "device memory the --cpu-offload plan may use, e.g. 8GiB (B, KiB, MiB, GiB, KB, MB, GB; default: the free device memory; see pp-offline plan)"},
+		&cli.StringFlag{Name: "gpu-memory", Usage: "device memory pp-offline may allocate on the GPU, and the --cpu-offload plan is made for, e.g. 8GiB (B, KiB, MiB, GiB, KB, MB, GB; default: the free device memory; see pp-offline plan)"},
 		&cli.StringFlag{Name: "host-memory", Usage: "host memory the --cpu-offload plan may use (default: unlimited)"},
 		// The simulated device (--device sim, docs/OFFLOAD.md): for tests, left out of --help.
 		&cli.StringFlag{Name: "workspace", Hidden: true, Usage: "device memory kept for activations (default 256MiB)"},
@@ -417,7 +417,7 @@ func offloadOptions(c *cli.Context, o *infer.Options, log *logger) error {
 	if o.Device != "sim" {
 		for _, f := range flags {
 			if c.IsSet(f) {
-				log.Infof("--%s has no effect on the CPU (it applies to --device sim in this build)", f)
+				log.Infof("--%s has no effect on the CPU (it applies to --device cuda and sim)", f)
 			}
 		}
 		return nil
