@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -95,6 +96,8 @@ type CUDA struct {
 	host   []float32
 	args   args
 	closed bool
+
+	attendShared int // attend's dynamic shared memory limit
 }
 
 // Buffer is device memory a placement owns (Weight.Dev).
@@ -158,6 +161,7 @@ func New(o Options) (*CUDA, error) {
 		return nil, fmt.Errorf("cuda: --gpu-memory %s is more than the device's free memory (%s)", offload.FormatSize(limit), offload.FormatSize(free))
 	}
 	c.mem = newAllocator(c.g, limit)
+	c.mem.sync = c.g.compute.Synchronize
 	if err := c.loadKernels(); err != nil {
 		return nil, err
 	}
@@ -192,11 +196,17 @@ func (c *CUDA) loadKernels() error {
 			}
 		}
 	}
-	return c.fn["attend"].SetMaxDynamicShared(maxAttendShared)
+	optin, err := c.dev.Attribute(cu.AttrMaxSharedPerBlockOptin)
+	if err != nil {
+		return err
+	}
+	c.attendShared = min(optin, maxAttendShared)
+	return c.fn["attend"].SetMaxDynamicShared(c.attendShared)
 }
 
 // maxAttendShared bounds attend's dynamic shared memory (scores of every
-// slot): rings of up to ~50 000 positions.
+// slot): rings of up to ~50 000 positions on Hopper (227 KiB per block),
+// ~40 000 on the A100 (163 KiB).
 const maxAttendShared = 200 << 10
 
 // Name implements backend.Backend.
@@ -303,7 +313,7 @@ func (c *CUDA) NewActs(rows, cols int) backend.Acts {
 	p, err := c.mem.alloc(fmt.Sprintf("activations %d×%d", rows, cols), n)
 	fail(err)
 	fail(cu.MemsetAsync(p, 0, n, c.g.compute))
-	b := &backend.ActBuf{Rows: rows, Cols: cols, Data: &devBuf{p, n}}
+	b := &backend.ActBuf{Rows: rows, Cols: cols, Data: c.track(&devBuf{p, n})}
 	return backend.Acts{Buf: b, Rows: rows, Cols: cols}
 }
 
@@ -628,11 +638,32 @@ func (c *CUDA) newRingData(heads, dh, capacity int) *devRing {
 	fail(err)
 	fail(cu.MemsetAsync(k, 0, n, c.g.compute))
 	fail(cu.MemsetAsync(v, 0, n, c.g.compute))
-	return &devRing{devBuf{k, n}, devBuf{v, n}}
+	r := &devRing{devBuf{k, n}, devBuf{v, n}}
+	// The models never free a ring (the interface has no Free): a
+	// conversation's rings are freed once it is garbage.
+	mem := c.mem
+	runtime.SetFinalizer(r, func(r *devRing) { mem.release(r.k.p); mem.release(r.v.p) })
+	return r
+}
+
+// track frees d's device memory once d is garbage (the models never free
+// their buffers; they grow them by doubling and drop the old ones).
+func (c *CUDA) track(d *devBuf) *devBuf {
+	mem := c.mem
+	runtime.SetFinalizer(d, func(d *devBuf) { mem.release(d.p) })
+	return d
+}
+
+// freeBuf frees d now (after the queued work that reads it).
+func (c *CUDA) freeBuf(d *devBuf) {
+	runtime.SetFinalizer(d, nil)
+	fail(c.g.compute.Synchronize())
+	fail(c.mem.free(d.p))
 }
 
 // freeRing frees a ring's storage once the queued work that reads it ran.
 func (c *CUDA) freeRing(d *devRing) {
+	runtime.SetFinalizer(d, nil)
 	fail(c.g.compute.Synchronize())
 	fail(c.mem.free(d.k.p))
 	fail(c.mem.free(d.v.p))
@@ -808,7 +839,7 @@ func (c *CUDA) attendPhase(out, qkv backend.Acts, seqs []backend.Seq, end0 []int
 	}
 	if attend {
 		shared := 4 * (capMax + dh + 32)
-		if shared > maxAttendShared {
+		if shared > c.attendShared {
 			panic(fmt.Sprintf("cuda: Attend: a ring of %d positions is more than the kernel's shared memory holds", capMax))
 		}
 		c.args.reset().p(ptr(o)).i(ld(o)).p(desc).p(ptr(q)).i(ld(q)).i(heads).i(dh).i(context)
@@ -829,8 +860,7 @@ func (c *CUDA) scratchActs(i, rows, cols int) backend.Acts {
 	s := c.arena.scratch[i]
 	if s.Buf == nil || s.Buf.Rows < rows || s.Buf.Cols != cols {
 		if s.Buf != nil {
-			fail(c.g.compute.Synchronize())
-			fail(c.mem.free(bufOf(s).p))
+			c.freeBuf(bufOf(s))
 		}
 		s = c.NewActs(max(rows, 8), cols)
 		c.arena.scratch[i] = s

@@ -65,4 +65,13 @@ func (g *gpu) syncEvent(e event) error {
 	return ev.Synchronize()
 }
 
-func (g *gpu) register(b []byte) error { return cu.HostRegister(b, true) }
+// register pins b read-only for the device (a read-only mapping needs
+// it), else read-write (devices without read-only registration).
+func (g *gpu) register(b []byte) error {
+	if err := cu.HostRegister(b, true); err != nil {
+		if err2 := cu.HostRegister(b, false); err2 != nil {
+			return fmt.Errorf("%v; read-write: %v", err, err2)
+		}
+	}
+	return nil
+}

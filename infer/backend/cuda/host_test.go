@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
 	"github.com/pp-offline/pp-offline/offload"
@@ -32,6 +33,7 @@ type fakeDev struct {
 	contents  map[cu.DevPtr]hostKey
 	syncs     int
 	registers int
+	regs      []span
 	failAlloc bool
 }
 
@@ -96,7 +98,19 @@ func (f *fakeDev) syncEvent(e event) error {
 	return nil
 }
 
-func (f *fakeDev) register(b []byte) error { f.registers++; return nil }
+// register refuses, as the driver does, a range overlapping a registered
+// one (whole pages).
+func (f *fakeDev) register(b []byte) error {
+	r := span{uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&b[0])) + uintptr(len(b))}
+	for _, x := range f.regs {
+		if r.s < x.e && x.s < r.e {
+			return errors.New("CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED")
+		}
+	}
+	f.regs = append(f.regs, r)
+	f.registers++
+	return nil
+}
 
 // use queues a kernel on the compute stream that reads p, which must then
 // hold key.
@@ -288,8 +302,8 @@ func TestStagingOrder(t *testing.T) {
 		if s.stages != 24 || s.uploads != 1 || a.used > a.limit {
 			t.Fatalf("%d slots: %d stages, %d uploads, %d of %d bytes", slots, s.stages, s.uploads, a.used, a.limit)
 		}
-		if f.registers != len(ws) {
-			t.Fatalf("%d host registrations for %d streamed weights", f.registers, len(ws))
+		if f.registers == 0 || s.pinFailed != nil {
+			t.Fatalf("%d host registrations, %v", f.registers, s.pinFailed)
 		}
 	}
 }
@@ -350,6 +364,73 @@ func TestStreamingFallbackAndGrowth(t *testing.T) {
 	}
 	if f.syncs == 0 {
 		t.Fatal("a slot grew without waiting for its last use")
+	}
+	if err := f.drain(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Buffers released by their owners' finalizers (any goroutine) are freed
+// at the next allocation, after the stream synchronisation, so their
+// memory counts again: a job of many conversations does not accumulate
+// the rings of the finished ones.
+func TestReleaseReaps(t *testing.T) {
+	f := newFake()
+	a := newAllocator(f, 8192)
+	syncs := 0
+	a.sync = func() error { syncs++; return nil }
+	p, err := a.alloc("ring", 8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool)
+	go func() { a.release(p); done <- true }()
+	<-done
+	if a.used != 8192 {
+		t.Fatalf("released memory freed before the next allocation: %d used", a.used)
+	}
+	if _, err := a.alloc("next ring", 8000); err != nil {
+		t.Fatalf("the released ring's memory was not reused: %v", err)
+	}
+	if syncs != 1 || a.reaps != 1 || len(f.live) != 1 {
+		t.Fatalf("%d syncs, %d reaps, %d live buffers", syncs, a.reaps, len(f.live))
+	}
+}
+
+// Neighbouring weights of one checkpoint share boundary pages: each page
+// is registered once, and every streamed weight's bytes end up pinned.
+func TestPinSharedPages(t *testing.T) {
+	f := newFake()
+	a := newAllocator(f, 1<<20)
+	s, err := newWeightStore(f, a, storeOptions{Stream: true, SlotBytes: 64 << 10, Place: func(string) offload.Placement { return offload.Streamed }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := int(s.pageSize)
+	file := make([]byte, 16*page)
+	base := (page - int(uintptr(unsafe.Pointer(&file[0])))%page) % page
+	// Weights straddling pages, used out of order, one used twice.
+	cuts := []int{base + 100, base + page + 7, base + 3*page, base + 5*page + 1, base + 9*page + 300, base + 12*page}
+	order := []int{2, 0, 4, 1, 3, 2}
+	for _, i := range order {
+		w := file[cuts[i]:cuts[i+1]]
+		p, slot, err := s.get(fmt.Sprintf("w%d", i), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.use(p, keyOf(w))
+		if err := s.release(slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.pinFailed != nil {
+		t.Fatalf("pinning failed: %v", s.pinFailed)
+	}
+	for i := 0; i+1 < len(cuts); i++ {
+		lo, hi := uintptr(unsafe.Pointer(&file[cuts[i]])), uintptr(unsafe.Pointer(&file[cuts[i+1]-1]))+1
+		if len(uncovered(s.pinned, span{lo, hi})) != 0 {
+			t.Fatalf("weight %d is not wholly pinned", i)
+		}
 	}
 	if err := f.drain(); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
@@ -46,6 +48,13 @@ type allocator struct {
 	used, peak  int64
 	sizes       map[cu.DevPtr]int64
 	allocations int
+
+	// Buffers whose Go owners were collected (finalizers, any goroutine):
+	// freed at the next allocation, once the queued work is done (sync).
+	mu    sync.Mutex
+	dead  []cu.DevPtr
+	sync  func() error
+	reaps int
 }
 
 func newAllocator(d device, limit int64) *allocator {
@@ -55,11 +64,55 @@ func newAllocator(d device, limit int64) *allocator {
 // granule is the rounding of every allocation (the driver's alignment).
 const granule = 256
 
+// release queues p to be freed (safe from any goroutine: finalizers).
+func (a *allocator) release(p cu.DevPtr) {
+	a.mu.Lock()
+	a.dead = append(a.dead, p)
+	a.mu.Unlock()
+}
+
+// reap frees what release queued, after the queued work that may still
+// read it has run.
+func (a *allocator) reap() error {
+	a.mu.Lock()
+	dead := a.dead
+	a.dead = nil
+	a.mu.Unlock()
+	if len(dead) == 0 {
+		return nil
+	}
+	if a.sync != nil {
+		if err := a.sync(); err != nil {
+			return err
+		}
+	}
+	a.reaps++
+	var errs []error
+	for _, p := range dead {
+		errs = append(errs, a.free(p))
+	}
+	return errors.Join(errs...)
+}
+
 func (a *allocator) alloc(name string, n int64) (cu.DevPtr, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("cuda: %s: negative size %d", name, n)
 	}
+	if err := a.reap(); err != nil {
+		return 0, err
+	}
 	n = (max(n, 1) + granule - 1) / granule * granule
+	if a.used+n > a.limit {
+		// Buffers of finished conversations may be garbage not yet
+		// collected: collect, let the finalizers run, reap, retry once.
+		runtime.GC()
+		for i := 0; i < 100 && a.pending() == 0; i++ {
+			runtime.Gosched()
+		}
+		if err := a.reap(); err != nil {
+			return 0, err
+		}
+	}
 	if a.used+n > a.limit {
 		return 0, &offload.OOMError{Name: name, Want: n, Used: a.used, Budget: a.limit}
 	}
@@ -84,8 +137,17 @@ func (a *allocator) free(p cu.DevPtr) error {
 	return a.d.free(p)
 }
 
+func (a *allocator) pending() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.dead)
+}
+
 // freeAll frees every allocation (Close).
 func (a *allocator) freeAll() error {
+	a.mu.Lock()
+	a.dead = nil // freed below with everything else
+	a.mu.Unlock()
 	var errs []error
 	for p := range a.sizes {
 		errs = append(errs, a.free(p))

@@ -3,6 +3,9 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
+	"sort"
+	"unsafe"
 
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
 	"github.com/pp-offline/pp-offline/offload"
@@ -34,8 +37,9 @@ type weightStore struct {
 
 	slots     []slot
 	next      int
-	pinned    map[hostKey]bool
+	pinned    []span // registered host pages, sorted, disjoint
 	pinFailed error
+	pageSize  uintptr
 
 	// Statistics.
 	uploads, stages   int
@@ -63,7 +67,7 @@ type storeOptions struct {
 }
 
 func newWeightStore(d device, mem *allocator, o storeOptions) (*weightStore, error) {
-	s := &weightStore{d: d, mem: mem, resident: map[hostKey]cu.DevPtr{}, stream: o.Stream, place: o.Place, pinned: map[hostKey]bool{}}
+	s := &weightStore{d: d, mem: mem, resident: map[hostKey]cu.DevPtr{}, stream: o.Stream, place: o.Place, pageSize: uintptr(os.Getpagesize())}
 	s.residentLimit = o.ResidentLimit
 	if s.residentLimit <= 0 {
 		s.residentLimit = mem.limit
@@ -175,11 +179,8 @@ func (s *weightStore) stage(name string, b []byte) (cu.DevPtr, int, error) {
 		sl.p, sl.size, sl.used = p, n, false
 	}
 	k := keyOf(b)
-	if !s.pinned[k] && s.pinFailed == nil {
-		if err := s.d.register(b); err != nil {
-			s.pinFailed = err
-		}
-		s.pinned[k] = true
+	if s.pinFailed == nil {
+		s.pin(b)
 	}
 	if sl.ready == nil {
 		var err error
@@ -224,4 +225,60 @@ func (s *weightStore) release(i int) error {
 	}
 	s.slots[i].used = true
 	return nil
+}
+
+// span is a range of host addresses [s, e).
+type span struct{ s, e uintptr }
+
+// pin registers the pages of b not registered yet. The driver registers
+// whole pages and refuses a range overlapping a registered one, and
+// neighbouring weights of a checkpoint share their boundary pages: so b's
+// pages are rounded outwards (they lie in the same mapping or allocation
+// as b) and only the uncovered ones are registered. A failure stops
+// pinning (copies from unpinned memory are staged by the driver: slower,
+// as correct).
+func (s *weightStore) pin(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	start := uintptr(unsafe.Pointer(&b[0]))
+	ps := start &^ (s.pageSize - 1)
+	pe := (start + uintptr(len(b)) + s.pageSize - 1) &^ (s.pageSize - 1)
+	for _, r := range uncovered(s.pinned, span{ps, pe}) {
+		p := unsafe.Add(unsafe.Pointer(&b[0]), int(r.s)-int(start))
+		if err := s.d.register(unsafe.Slice((*byte)(p), r.e-r.s)); err != nil {
+			s.pinFailed = err
+			return
+		}
+		s.pinned = insertSpan(s.pinned, r)
+	}
+}
+
+// uncovered is the parts of r that no span of set (sorted, disjoint)
+// covers.
+func uncovered(set []span, r span) []span {
+	var out []span
+	at := r.s
+	for _, x := range set {
+		if x.e <= at || x.s >= r.e {
+			continue
+		}
+		if x.s > at {
+			out = append(out, span{at, x.s})
+		}
+		at = max(at, x.e)
+	}
+	if at < r.e {
+		out = append(out, span{at, r.e})
+	}
+	return out
+}
+
+// insertSpan adds r (disjoint from set) keeping set sorted.
+func insertSpan(set []span, r span) []span {
+	i := sort.Search(len(set), func(i int) bool { return set[i].s >= r.e })
+	set = append(set, span{})
+	copy(set[i+1:], set[i:])
+	set[i] = r
+	return set
 }

@@ -52,6 +52,7 @@ const (
 	AttrComputeCapabilityMinor = 76
 	AttrMemoryClockRate        = 36
 	AttrGlobalMemoryBusWidth   = 37
+	AttrMaxSharedPerBlockOptin = 97
 )
 
 const (

@@ -78,9 +78,10 @@ __device__ __forceinline__ void mma_bf16(float* c, unsigned a0, unsigned a1, uns
 }
 
 // w8 loads weight elements [k, k+8) of row n as four bf16 pairs (zero past
-// K or past N).
+// K or past N; vec: K % 8 == 0, so k < K means the whole 16 bytes are in
+// the row).
 __device__ __forceinline__ uint4 w8(const unsigned short* w, int n, int N, int k, int K, int vec) {
-  if (n >= N) return make_uint4(0, 0, 0, 0);
+  if (n >= N || k >= K) return make_uint4(0, 0, 0, 0);
   const unsigned short* p = w + (long long)n * K + k;
   if (vec) return __ldg((const uint4*)p);
   unsigned v[4];
