@@ -21,7 +21,9 @@
 #                 the fixtures' full offline jobs with --device cuda: the
 #                 transcript must equal the reference's output.json
 #   bench:B1, bench:B8
-#                 pp-offline bench at the 7B shape, fully resident
+#                 pp-offline bench at the 7B shape, fully resident (f32
+#                 compute: the FMA kernels); bench:B1-bf16 the same with
+#                 bf16 compute (tensor cores)
 #   bench:8GiB, bench:16GiB, bench:24GiB
 #                 the same under --cpu-offload --gpu-memory N (the plan's
 #                 prediction vs the measured frame time)
@@ -219,6 +221,7 @@ bench() {
 bench bench:B1 75 --batch-size 1
 bench bench:B8 75 --batch-size 8
 bench bench:8GiB 80 --batch-size 1 --cpu-offload --gpu-memory 8GiB
+bench bench:B1-bf16 60 --batch-size 1 --compute-dtype bf16
 bench bench:16GiB 70 --batch-size 1 --cpu-offload --gpu-memory 16GiB
 bench bench:24GiB 70 --batch-size 1 --cpu-offload --gpu-memory 24GiB
 

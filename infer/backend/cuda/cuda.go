@@ -118,7 +118,7 @@ type devBuf struct {
 type devRing struct{ k, v devBuf }
 
 // New opens device o.Ordinal and loads the kernels.
-func New(o Options) (*CUDA, error) {
+func New(o Options) (c *CUDA, err error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func New(o Options) (*CUDA, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &CUDA{o: o, dev: dev, fn: map[string]cu.Function{}, bf16: o.ComputeDType == "bf16", cpuAct: map[[2]int]backend.Acts{}}
+	c = &CUDA{o: o, dev: dev, fn: map[string]cu.Function{}, bf16: o.ComputeDType == "bf16", cpuAct: map[[2]int]backend.Acts{}}
 	if c.name, err = dev.Name(); err != nil {
 		return nil, err
 	}
@@ -142,6 +142,15 @@ func New(o Options) (*CUDA, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			if c.mem != nil {
+				_ = c.mem.freeAll()
+			}
+			_ = dev.ReleasePrimaryContext()
+			c = nil
+		}
+	}()
 	c.g = &gpu{ctx: ctx}
 	if c.g.compute, err = cu.NewStream(); err != nil {
 		return nil, err
@@ -561,6 +570,9 @@ func (c *CUDA) NewRope(dh int, maxPeriod float64) *backend.Rope {
 
 // RoPE implements backend.Backend.
 func (c *CUDA) RoPE(x backend.Acts, r *backend.Rope, pos []int) {
+	if x.Rows == 0 {
+		return
+	}
 	c.enter()
 	if len(pos) < x.Rows {
 		panic(fmt.Sprintf("cuda: RoPE: %d positions for %d rows", len(pos), x.Rows))
@@ -584,6 +596,9 @@ func (c *CUDA) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accu
 	K := len(tables)
 	if len(ids) < dst.Rows*K {
 		panic(fmt.Sprintf("cuda: Embed: %d ids for %d rows of %d tables", len(ids), dst.Rows, K))
+	}
+	if dst.Rows == 0 || dst.Cols == 0 {
+		return
 	}
 	c.enter()
 	D := dst.Cols
