@@ -28,6 +28,12 @@ type GPUOptions struct {
 	ComputeDType string
 }
 
+// The GPU's constructor and free memory (tests swap in the dry driver).
+var (
+	newGPU        = cuda.New
+	gpuFreeMemory = cuda.FreeMemory
+)
+
 // CUDAAvailable reports whether a usable GPU and its driver exist.
 func CUDAAvailable() bool { return cuda.Available() == nil }
 
@@ -90,7 +96,7 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 		// allocated: the limit the backend will enforce.
 		budget := o.GPU.Memory
 		if budget <= 0 {
-			free, err := cuda.FreeMemory()
+			free, err := gpuFreeMemory()
 			if err != nil {
 				return nil, nil, err
 			}
@@ -108,7 +114,7 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 		co.Stream = true
 		co.SlotBytes = largestStreamed(plan)
 	}
-	g, err := cuda.New(co)
+	g, err := newGPU(co)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,9 +1,11 @@
 package infer
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/offload"
 )
@@ -63,5 +65,67 @@ func TestPlacementOf(t *testing.T) {
 	}
 	if largestStreamed(plan) <= 0 && counts[offload.Streamed] > 0 {
 		t.Fatal("streamed units without a slot size")
+	}
+}
+
+// withDryGPU makes Device "cuda" use the CUDA backend's dry driver (no
+// GPU): a device of mem bytes.
+func withDryGPU(t *testing.T, mem int64) {
+	newGPU = func(o cuda.Options) (*cuda.CUDA, error) {
+		limit := o.Memory
+		if limit <= 0 {
+			limit = mem
+		}
+		g, _, err := cuda.NewDry(o, limit)
+		return g, err
+	}
+	gpuFreeMemory = func() (int64, error) { return mem, nil }
+	t.Cleanup(func() { newGPU, gpuFreeMemory = cuda.New, cuda.FreeMemory })
+}
+
+// The job and bench paths of Device "cuda" on the dry driver: the size
+// check refuses a model that does not fit with its one-line message;
+// --cpu-offload plans for the budget and runs; bench reports the plan and
+// the device's memory.
+func TestCUDAJobPathsDry(t *testing.T) {
+	cfg, err := config.Load("../testdata/tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := "../testdata/tiny/"
+	o := Options{Config: cfg, Device: "cuda", MoshiWeight: tiny + "model.safetensors", MimiWeight: tiny + "mimi.safetensors",
+		Tokenizer: tiny + "tokenizer.model", Greedy: true}
+	item := &Item{InputWAV: tiny + "input.wav", VoicePrompt: tiny + "voices/TINYF0.pt", Greedy: true}
+	run := func(o Options) (int, error) {
+		n := 0
+		err := RunItems(context.Background(), o, Items(item), func(r ItemResult) {
+			if r.Err != nil {
+				t.Errorf("item: %v", r.Err)
+			}
+			n++
+		})
+		return n, err
+	}
+
+	withDryGPU(t, 16<<20) // 16 MiB: the tiny model and its workspace do not fit
+	if _, err := run(o); err == nil || !strings.Contains(err.Error(), "--cpu-offload") {
+		t.Fatalf("a model larger than the device: %v", err)
+	}
+	withDryGPU(t, 1<<30)
+	if n, err := run(o); err != nil || n != 1 {
+		t.Fatalf("resident: %d items, %v", n, err)
+	}
+	off := o
+	off.GPU = GPUOptions{Offload: true, Memory: 64 << 20}
+	if n, err := run(off); err != nil || n != 1 {
+		t.Fatalf("--cpu-offload: %d items, %v", n, err)
+	}
+
+	r, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Device: "cuda", GPU: GPUOptions{Offload: true, Memory: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PlanSummary == "" || r.DeviceLimit != 64<<20 || r.DevicePeakBytes == 0 || !strings.HasPrefix(r.Device, "cuda (dry run") {
+		t.Fatalf("bench on the dry device: plan %q, limit %d, peak %d, device %q", r.PlanSummary, r.DeviceLimit, r.DevicePeakBytes, r.Device)
 	}
 }

@@ -103,3 +103,42 @@ func floatsOf(b []uint32) []float32 {
 	}
 	return x
 }
+
+// The models' call patterns on the CUDA backend without a GPU: the tiny
+// model's three scenarios (prompts as prefills, every user frame) on the
+// dry driver, resident and through an offload placement that streams and
+// keeps units on the CPU: every launch matches its kernel's signature and
+// limits, nothing panics, and the memory limit holds. Values are not
+// checked (TestGPUMatchesCPU does that on a GPU).
+func TestGPUCallPatternsDry(t *testing.T) {
+	for _, sc := range []struct{ file, scenario string }{
+		{"model.safetensors", "run_pt"}, {"model.safetensors", "run_wav"}, {"model-dep8.safetensors", "run_dep8"},
+	} {
+		m := tinyModel(t, sc.file)
+		for _, mode := range []string{"resident", "offload"} {
+			o := cuda.Options{ComputeDType: "f32", CPU: testBE}
+			if mode == "offload" {
+				o.Stream, o.SlotBytes = true, 1<<16
+				i := 0
+				o.Place = func(string) offload.Placement {
+					i++
+					return []offload.Placement{offload.Streamed, offload.CPU, offload.Resident}[i%3]
+				}
+			}
+			g, st, err := cuda.NewDry(o, 256<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runBE = g
+			recs, _ := runTraced(t, m, GenOptions{}, sc.scenario)
+			runBE = testBE
+			if len(recs) == 0 || st.Count("attend") == 0 || st.Count("matmul_fma") == 0 {
+				t.Fatalf("%s %s: %d steps, %d attention launches", sc.scenario, mode, len(recs), st.Count("attend"))
+			}
+			if used, peak, limit := g.Memory(); used > limit || peak > limit {
+				t.Fatalf("%s %s: %d used, %d peak of %d", sc.scenario, mode, used, peak, limit)
+			}
+			g.Close()
+		}
+	}
+}

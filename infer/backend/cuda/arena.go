@@ -1,8 +1,6 @@
 package cuda
 
 import (
-	"unsafe"
-
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
 )
@@ -34,11 +32,11 @@ func newArena(c *CUDA, n int) (*arena, error) {
 
 func (a *arena) resize(n int) error {
 	if a.host != nil {
-		if err := a.c.g.compute.Synchronize(); err != nil {
+		if err := a.c.drv.sync(); err != nil {
 			return err
 		}
 		if a.pinned {
-			_ = cu.HostUnregister(a.host)
+			_ = a.c.drv.unpin(a.host)
 		}
 		if err := a.c.mem.free(a.dev); err != nil {
 			return err
@@ -51,7 +49,7 @@ func (a *arena) resize(n int) error {
 	a.host, a.dev, a.head = make([]byte, n), p, 0
 	// Pinned, the copies are truly asynchronous; pageable (registration
 	// refused), the driver stages them, which is slower but as correct.
-	a.pinned = cu.HostRegister(a.host, false) == nil
+	a.pinned = a.c.drv.pin(a.host) == nil
 	return nil
 }
 
@@ -62,7 +60,7 @@ func (a *arena) take(n int) int {
 		fail(a.resize(max(2*len(a.host), n)))
 	}
 	if a.head+n > len(a.host) {
-		fail(a.c.g.compute.Synchronize())
+		fail(a.c.drv.sync())
 		a.head = 0
 	}
 	off := a.head
@@ -78,7 +76,7 @@ func (a *arena) reserve(n int) {
 		fail(a.resize(max(2*len(a.host), n+4096)))
 	}
 	if a.head+n > len(a.host) {
-		fail(a.c.g.compute.Synchronize())
+		fail(a.c.drv.sync())
 		a.head = 0
 	}
 }
@@ -89,7 +87,7 @@ func (a *arena) uploadTemp(b []byte) cu.DevPtr {
 	off := a.take(len(b))
 	copy(a.host[off:], b)
 	d := a.dev + cu.DevPtr(off)
-	fail(cu.CopyHtoDAsync(d, unsafe.Pointer(&a.host[off]), int64(len(b)), a.c.g.compute))
+	fail(a.c.drv.copyAsync(d, a.host[off:off+len(b)], false))
 	return d
 }
 
@@ -97,7 +95,7 @@ func (a *arena) uploadTemp(b []byte) cu.DevPtr {
 func (a *arena) upload(dst cu.DevPtr, b []byte) {
 	off := a.take(len(b))
 	copy(a.host[off:], b)
-	fail(cu.CopyHtoDAsync(dst, unsafe.Pointer(&a.host[off]), int64(len(b)), a.c.g.compute))
+	fail(a.c.drv.copyAsync(dst, a.host[off:off+len(b)], false))
 }
 
 // download copies view src into dst (row-major) once the queued work ran.
@@ -109,7 +107,7 @@ func (a *arena) download(dst []byte, src backend.Acts) {
 		a.c.copy2d(a.dev+cu.DevPtr(off), src.Cols, p, ld(src), src.Rows, src.Cols)
 		p = a.dev + cu.DevPtr(off)
 	}
-	fail(cu.CopyDtoHAsync(unsafe.Pointer(&a.host[off]), p, int64(len(dst)), a.c.g.compute))
-	fail(a.c.g.compute.Synchronize())
+	fail(a.c.drv.download(a.host[off:off+len(dst)], p))
+	fail(a.c.drv.sync())
 	copy(dst, a.host[off:off+len(dst)])
 }

@@ -86,10 +86,10 @@ type CUDA struct {
 	dev    cu.Device
 	name   string
 	major  int
-	g      *gpu
+	g      *gpu   // nil on a fake driver
+	drv    driver // g, or a test's fake
 	mem    *allocator
 	ws     *weightStore
-	fn     map[string]cu.Function
 	bf16   bool
 	arena  *arena
 	cpuAct map[[2]int]backend.Acts
@@ -131,7 +131,7 @@ func New(o Options) (c *CUDA, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &CUDA{o: o, dev: dev, fn: map[string]cu.Function{}, bf16: o.ComputeDType == "bf16", cpuAct: map[[2]int]backend.Acts{}}
+	c = &CUDA{o: o, dev: dev, bf16: o.ComputeDType == "bf16", cpuAct: map[[2]int]backend.Acts{}}
 	if c.name, err = dev.Name(); err != nil {
 		return nil, err
 	}
@@ -151,7 +151,8 @@ func New(o Options) (c *CUDA, err error) {
 			c = nil
 		}
 	}()
-	c.g = &gpu{ctx: ctx}
+	c.g = &gpu{ctx: ctx, fn: map[string]cu.Function{}}
+	c.drv = c.g
 	if c.g.compute, err = cu.NewStream(); err != nil {
 		return nil, err
 	}
@@ -169,18 +170,24 @@ func New(o Options) (c *CUDA, err error) {
 	if limit > free {
 		return nil, fmt.Errorf("cuda: --gpu-memory %s is more than the device's free memory (%s)", offload.FormatSize(limit), offload.FormatSize(free))
 	}
-	c.mem = newAllocator(c.g, limit)
-	c.mem.sync = c.g.compute.Synchronize
 	if err := c.loadKernels(); err != nil {
 		return nil, err
 	}
+	return c, c.start(limit)
+}
+
+// start sets up what New and the tests' fake driver share: the
+// allocator, the arena and the weight store over c.drv.
+func (c *CUDA) start(limit int64) error {
+	c.mem = newAllocator(c.drv, limit)
+	c.mem.sync = c.drv.sync
+	var err error
 	if c.arena, err = newArena(c, arenaBytes); err != nil {
-		return nil, err
+		return err
 	}
-	if c.ws, err = newWeightStore(c.g, c.mem, storeOptions{Stream: o.Stream, ResidentLimit: o.ResidentLimit, SlotBytes: o.SlotBytes, Place: o.Place}); err != nil {
-		return nil, err
-	}
-	return c, nil
+	o := c.o
+	c.ws, err = newWeightStore(c.drv, c.mem, storeOptions{Stream: o.Stream, ResidentLimit: o.ResidentLimit, SlotBytes: o.SlotBytes, Place: o.Place})
+	return err
 }
 
 func (c *CUDA) loadKernels() error {
@@ -200,7 +207,7 @@ func (c *CUDA) loadKernels() error {
 			return fmt.Errorf("cuda: loading the %s kernels: %w", fam, err)
 		}
 		for _, n := range names[fam] {
-			if c.fn[n], err = m.Function(n); err != nil {
+			if c.g.fn[n], err = m.Function(n); err != nil {
 				return err
 			}
 		}
@@ -210,7 +217,7 @@ func (c *CUDA) loadKernels() error {
 		return err
 	}
 	c.attendShared = min(optin, maxAttendShared)
-	return c.fn["attend"].SetMaxDynamicShared(c.attendShared)
+	return c.g.fn["attend"].SetMaxDynamicShared(c.attendShared)
 }
 
 // maxAttendShared bounds attend's dynamic shared memory (scores of every
@@ -241,14 +248,16 @@ func (c *CUDA) Close() {
 	}
 	c.closed = true
 	c.enter()
-	_ = c.g.compute.Synchronize()
+	_ = c.drv.sync()
 	_ = c.mem.freeAll()
-	_ = c.dev.ReleasePrimaryContext()
+	if c.g != nil {
+		_ = c.dev.ReleasePrimaryContext()
+	}
 }
 
 // enter makes the context current on this OS thread (goroutines move).
 func (c *CUDA) enter() {
-	fail(cu.SetCurrent(c.g.ctx))
+	fail(c.drv.setCurrent())
 }
 
 // Failure is a device error inside an op (an allocation past the memory
@@ -274,43 +283,57 @@ func fail(err error) {
 
 // args marshals kernel arguments: each value in an 8-byte cell, and the
 // array of pointers to the cells cuLaunchKernel reads.
+// The kinds, as launch checks them against signatures: p a device
+// pointer, i an int, l an int64, f a float32.
 type args struct {
-	v   [24]uint64
-	ptr [24]unsafe.Pointer
-	n   int
+	v     [24]uint64
+	ptr   [24]unsafe.Pointer
+	kinds [24]byte
+	n     int
 }
 
 func (a *args) reset() *args { a.n = 0; return a }
-func (a *args) p(p cu.DevPtr) *args {
-	a.v[a.n] = uint64(p)
+func (a *args) put(v uint64, kind byte) *args {
+	a.v[a.n], a.kinds[a.n] = v, kind
 	a.n++
 	return a
 }
-func (a *args) i(v int) *args {
-	a.v[a.n] = uint64(uint32(int32(v)))
-	a.n++
-	return a
-}
-func (a *args) i64(v int64) *args {
-	a.v[a.n] = uint64(v)
-	a.n++
-	return a
-}
-func (a *args) f(v float32) *args {
-	a.v[a.n] = uint64(math.Float32bits(v))
-	a.n++
-	return a
+func (a *args) p(p cu.DevPtr) *args { return a.put(uint64(p), 'p') }
+func (a *args) i(v int) *args       { return a.put(uint64(uint32(int32(v))), 'i') }
+func (a *args) i64(v int64) *args   { return a.put(uint64(v), 'l') }
+func (a *args) f(v float32) *args   { return a.put(uint64(math.Float32bits(v)), 'f') }
+
+// signatures are the kernels' parameter lists (kernels/*.cu), in args'
+// kinds; TestSignaturesMatchPTX checks them against the PTX's .param
+// lists, and launch checks every call against them.
+var signatures = map[string]string{
+	"matmul_fma":      "pipipiiiii",
+	"matmul_mma_bf16": "pipipiiii",
+	"rmsnorm":         "pipiipif",
+	"layernorm":       "pipiipipif",
+	"copy2d":          "pipiii",
+	"add_scaled":      "pipiiipi",
+	"gate":            "pipiiii",
+	"activate":        "piiii",
+	"rope":            "piiiipp",
+	"embed_sum":       "pippiiii",
+	"ring_write":      "ppiiii",
+	"attend":          "pippiiii",
+	"fill_ring":       "ppl",
 }
 
 func (c *CUDA) launch(name string, grid, block [3]uint32, shared uint32) {
 	a := &c.args
+	if got := string(a.kinds[:a.n]); got != signatures[name] {
+		panic(fmt.Sprintf("cuda: kernel %s launched with arguments %q, its signature is %q", name, got, signatures[name]))
+	}
 	for i := 0; i < a.n; i++ {
 		a.ptr[i] = unsafe.Pointer(&a.v[i])
 	}
 	if grid[0] == 0 || grid[1] == 0 || grid[2] == 0 {
 		return
 	}
-	fail(c.fn[name].Launch(grid, block, shared, c.g.compute, unsafe.Pointer(&a.ptr[0])))
+	fail(c.drv.launch(name, grid, block, shared, unsafe.Pointer(&a.ptr[0])))
 }
 
 func blocks(n, per int) uint32 { return uint32((n + per - 1) / per) }
@@ -321,7 +344,7 @@ func (c *CUDA) NewActs(rows, cols int) backend.Acts {
 	n := int64(rows) * int64(cols) * 4
 	p, err := c.mem.alloc(fmt.Sprintf("activations %d×%d", rows, cols), n)
 	fail(err)
-	fail(cu.MemsetAsync(p, 0, n, c.g.compute))
+	fail(c.drv.memset(p, n))
 	b := &backend.ActBuf{Rows: rows, Cols: cols, Data: c.track(&devBuf{p, n})}
 	return backend.Acts{Buf: b, Rows: rows, Cols: cols}
 }
@@ -651,8 +674,8 @@ func (c *CUDA) newRingData(heads, dh, capacity int) *devRing {
 	fail(err)
 	v, err := c.mem.alloc("KV ring values", n)
 	fail(err)
-	fail(cu.MemsetAsync(k, 0, n, c.g.compute))
-	fail(cu.MemsetAsync(v, 0, n, c.g.compute))
+	fail(c.drv.memset(k, n))
+	fail(c.drv.memset(v, n))
 	r := &devRing{devBuf{k, n}, devBuf{v, n}}
 	// The models never free a ring (the interface has no Free): a
 	// conversation's rings are freed once it is garbage.
@@ -672,14 +695,14 @@ func (c *CUDA) track(d *devBuf) *devBuf {
 // freeBuf frees d now (after the queued work that reads it).
 func (c *CUDA) freeBuf(d *devBuf) {
 	runtime.SetFinalizer(d, nil)
-	fail(c.g.compute.Synchronize())
+	fail(c.drv.sync())
 	fail(c.mem.free(d.p))
 }
 
 // freeRing frees a ring's storage once the queued work that reads it ran.
 func (c *CUDA) freeRing(d *devRing) {
 	runtime.SetFinalizer(d, nil)
-	fail(c.g.compute.Synchronize())
+	fail(c.drv.sync())
 	fail(c.mem.free(d.k.p))
 	fail(c.mem.free(d.v.p))
 }
@@ -722,8 +745,8 @@ func (c *CUDA) CopyRing(dst, src *backend.Ring) {
 		dst.Data = c.newRingData(src.Heads, src.Dh, src.Capacity)
 	}
 	d := ringOf(dst)
-	fail(cu.CopyDtoDAsync(d.k.p, s.k.p, s.k.n, c.g.compute))
-	fail(cu.CopyDtoDAsync(d.v.p, s.v.p, s.v.n, c.g.compute))
+	fail(c.drv.copyDtoD(d.k.p, s.k.p, s.k.n))
+	fail(c.drv.copyDtoD(d.v.p, s.v.p, s.v.n))
 	dst.Heads, dst.Dh, dst.End = src.Heads, src.Dh, src.End
 }
 

@@ -7,12 +7,53 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
 )
 
-// gpu is the driver side of device: one context, a compute stream and a
-// copy stream.
+// driver is everything the backend asks of the GPU: device (memory,
+// copies, events) and the compute stream's other work. *gpu implements it
+// with the driver API; the tests run every op of the backend on a fake
+// that checks each launch against the kernel signatures.
+type driver interface {
+	device
+	setCurrent() error
+	sync() error // the compute stream
+	memset(p cu.DevPtr, n int64) error
+	copyDtoD(dst, src cu.DevPtr, n int64) error
+	download(dst []byte, src cu.DevPtr) error // queued on the compute stream
+	pin(b []byte) error                       // read-write (the upload arena)
+	unpin(b []byte) error
+	launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) error
+}
+
+// gpu is the driver side: one context, a compute stream, a copy stream and
+// the loaded kernels.
 type gpu struct {
 	ctx             cu.Context
 	compute, copier cu.Stream
 	events          []cu.Event // every event the backend created
+	fn              map[string]cu.Function
+}
+
+func (g *gpu) setCurrent() error { return cu.SetCurrent(g.ctx) }
+func (g *gpu) sync() error       { return g.compute.Synchronize() }
+func (g *gpu) memset(p cu.DevPtr, n int64) error {
+	return cu.MemsetAsync(p, 0, n, g.compute)
+}
+func (g *gpu) copyDtoD(dst, src cu.DevPtr, n int64) error {
+	return cu.CopyDtoDAsync(dst, src, n, g.compute)
+}
+func (g *gpu) download(dst []byte, src cu.DevPtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return cu.CopyDtoHAsync(unsafe.Pointer(&dst[0]), src, int64(len(dst)), g.compute)
+}
+func (g *gpu) pin(b []byte) error   { return cu.HostRegister(b, false) }
+func (g *gpu) unpin(b []byte) error { return cu.HostUnregister(b) }
+func (g *gpu) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) error {
+	f, ok := g.fn[name]
+	if !ok {
+		return fmt.Errorf("cuda: no kernel %s", name)
+	}
+	return f.Launch(grid, block, shared, g.compute, params)
 }
 
 func (g *gpu) alloc(n int64) (cu.DevPtr, error) { return cu.MemAlloc(n) }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -58,6 +59,50 @@ func TestEmbeddedPTX(t *testing.T) {
 	for _, k := range []string{".entry matmul_fma", ".entry matmul_mma_bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"} {
 		if !strings.Contains(string(p), k) {
 			t.Errorf("matmul PTX lacks %q", k)
+		}
+	}
+}
+
+// Every kernel the backend launches has a signature, and the signature is
+// the PTX's parameter list (a pointer or int64 is .u64, an int .u32, a
+// float .f32): a launch with the wrong arguments panics with both lists
+// rather than running on garbage.
+func TestSignaturesMatchPTX(t *testing.T) {
+	entry := regexp.MustCompile(`\.entry (\w+)\(([^)]*)\)`)
+	param := regexp.MustCompile(`\.param \.(\w+) `)
+	seen := map[string]bool{}
+	for _, fam := range families {
+		p, err := ptxFor(fam, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range entry.FindAllStringSubmatch(string(p), -1) {
+			name := m[1]
+			seen[name] = true
+			want, ok := signatures[name]
+			if !ok {
+				t.Errorf("kernel %s (%s.cu) has no signature", name, fam)
+				continue
+			}
+			var kinds []string
+			for _, q := range param.FindAllStringSubmatch(m[2], -1) {
+				kinds = append(kinds, q[1])
+			}
+			if len(kinds) != len(want) {
+				t.Errorf("%s: %d parameters in the PTX, signature %q", name, len(kinds), want)
+				continue
+			}
+			for i, k := range kinds {
+				ptx := map[byte]string{'p': "u64", 'l': "u64", 'i': "u32", 'f': "f32"}[want[i]]
+				if k != ptx {
+					t.Errorf("%s parameter %d: .%s in the PTX, %c (.%s) in the signature", name, i, k, want[i], ptx)
+				}
+			}
+		}
+	}
+	for name := range signatures {
+		if !seen[name] {
+			t.Errorf("signature of %s, which no PTX defines", name)
 		}
 	}
 }
