@@ -113,6 +113,12 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 		co.Place = PlacementOf(plan)
 		co.Stream = true
 		co.SlotBytes = largestStreamed(plan)
+		// Resident weights get what the plan gives them; the rest of the
+		// budget stays for what the plan reserved (staging, KV cache,
+		// workspace), and a resident weight past it (Mimi's transformers
+		// are not in the plan) is streamed instead.
+		m := plan.Memory
+		co.ResidentLimit = max(budget-(m.GPUTotal-m.GPUResident), 1)
 	}
 	g, err := newGPU(co)
 	if err != nil {
