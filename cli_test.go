@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pp-offline/pp-offline/internal/suggest"
 )
 
 // Usage errors exit 2 with one line naming what is wrong and a hint.
@@ -107,7 +109,7 @@ func TestClosest(t *testing.T) {
 		"input-wave": "input-wav", "inptu-wav": "input-wav", "output-txt": "output-text", "gredy": "greedy",
 		"temp": "", "sed": "seed", "x": "", "outputwav": "output-wav", "input": "input-wav", "help": "",
 	} {
-		if got := closest(in, names); got != want {
+		if got := suggest.Closest(in, names); got != want {
 			t.Errorf("closest(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/offload"
 	"github.com/urfave/cli/v2"
 )
@@ -119,11 +120,11 @@ func makePlan(c *cli.Context) (*planOutput, error) {
 	if c.IsSet("dep-steps") {
 		depSteps = c.Int("dep-steps")
 	}
-	lm, err := offload.NewLM(&cfg.LM, depSteps)
+	units, err := lm.Units(&cfg.LM, depSteps)
 	if err != nil {
 		return nil, err
 	}
-	out.lm = lm
+	out.lm = units
 
 	fig := offload.DefaultFigures()
 	declare := func(flag string, f *offload.Figure) {
@@ -153,12 +154,12 @@ func makePlan(c *cli.Context) (*planOutput, error) {
 		return nil, err
 	}
 	work := offload.Workload{Batch: c.Int("batch"), Prefill: c.Int("prefill"), Positions: c.Int("positions")}
-	p := offload.NewProblem(lm, work, fig, gpu, host)
+	p := offload.NewProblem(units, work, fig, gpu, host)
 	p.Workspace = workspace
 	if out.plan, err = p.Solve(); err != nil {
 		return nil, err
 	}
-	if out.base, err = offload.Accelerate(lm, work, fig, gpu); err != nil {
+	if out.base, err = offload.Accelerate(units, work, fig, gpu); err != nil {
 		return nil, err
 	}
 	return out, nil

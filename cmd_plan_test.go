@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -102,13 +103,13 @@ func TestPlanJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := offload.NewLM(&cfg.LM, 8)
+	lmUnits, err := lm.Units(&cfg.LM, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	figs := offload.DefaultFigures()
 	figs.H2DBandwidth.Value = 25
-	pl, err := offload.NewProblem(lm, offload.Workload{Batch: 1}, figs, 8<<30, 0).Solve()
+	pl, err := offload.NewProblem(lmUnits, offload.Workload{Batch: 1}, figs, 8<<30, 0).Solve()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/hub"
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
@@ -236,6 +235,17 @@ func runMain(c *cli.Context) error {
 	}
 	opts.VoicePrompt = voicePath
 	opts.InputWAV = c.String("input-wav")
+	// Nothing the run reads may be written over, and no other run may be
+	// writing the same outputs (it would mix them).
+	outputs := []string{c.String("output-wav"), c.String("output-text")}
+	if err := fileio.CheckOutputs(outputs, []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
+		return err
+	}
+	lock, err := fileio.LockOutputs(outputs...)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	opts.TextPrompt = c.String("text-prompt")
 	opts.Greedy = c.Bool("greedy")
 	opts.TempAudio, opts.TempText = c.Float64("temp-audio"), c.Float64("temp-text")
@@ -259,24 +269,11 @@ func runMain(c *cli.Context) error {
 		}
 		return err
 	}
-	var wavBuf, textBuf bytes.Buffer
-	if outFormat == "float32" {
-		err = audio.EncodeFloat32(&wavBuf, res.PCM, res.SampleRate)
-	} else {
-		err = audio.EncodePCM16(&wavBuf, res.PCM, res.SampleRate)
-	}
+	wav, text, err := encodeOutputs(res, outFormat, textFormat)
 	if err != nil {
 		return err
 	}
-	if textFormat == "rich" {
-		err = writeRichText(&textBuf, res)
-	} else {
-		err = writeTextList(&textBuf, res.Pieces)
-	}
-	if err != nil {
-		return err
-	}
-	if err := fileio.WriteAllAtomic(fileio.File{Path: c.String("output-wav"), Data: wavBuf.Bytes()}, fileio.File{Path: c.String("output-text"), Data: textBuf.Bytes()}); err != nil {
+	if err := fileio.WriteAllAtomic(fileio.File{Path: c.String("output-wav"), Data: wav}, fileio.File{Path: c.String("output-text"), Data: text}); err != nil {
 		return err
 	}
 	log.Infof("wrote %s (%d samples) and %s (%d frames)", c.String("output-wav"), len(res.PCM), c.String("output-text"), len(res.Pieces))

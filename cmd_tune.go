@@ -166,7 +166,7 @@ func tune(c *cli.Context) (*tuneResult, error) {
 		defer placed.Close()
 		r.plan, w = placed.Plan(), placed
 	} else {
-		units, err := offload.NewLM(&lmCfg, offload.DefaultDepSteps(&lmCfg))
+		units, err := lm.Units(&lmCfg, offload.DefaultDepSteps(&lmCfg))
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -31,7 +32,7 @@ func tinyBudgets(t *testing.T) (all, half, streamed int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := offload.NewLM(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+	units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +40,15 @@ func tinyBudgets(t *testing.T) (all, half, streamed int64) {
 	if err := fig.Set(simFigures, offload.FromDeclared, "test"); err != nil {
 		t.Fatal(err)
 	}
-	p := offload.NewProblem(lm, offload.Workload{Batch: 1}, fig, 1<<40, 0)
+	p := offload.NewProblem(units, offload.Workload{Batch: 1}, fig, 1<<40, 0)
 	p.Workspace = 64 << 10
-	where := make([]offload.Placement, len(lm.Units))
+	where := make([]offload.Placement, len(units.Units))
 	pl, err := p.Evaluate(where) // all resident
 	if err != nil {
 		t.Fatal(err)
 	}
 	var maxUnit int64
-	for _, u := range lm.Units {
+	for _, u := range units.Units {
 		maxUnit = max(maxUnit, u.Bytes)
 	}
 	fixed := pl.Memory.GPUTotal - pl.Memory.GPUResident

@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 
+	"github.com/pp-offline/pp-offline/internal/suggest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -63,7 +63,7 @@ func usageHandler(cmd string, flags []cli.Flag, help string) cli.OnUsageErrorFun
 		msg := err.Error()
 		if m := reUndefined.FindStringSubmatch(msg); m != nil {
 			name := strings.SplitN(m[1], "=", 2)[0]
-			if s := closest(name, flagNames(flags)); s != "" {
+			if s := suggest.Closest(name, flagNames(flags)); s != "" {
 				return usageErrorf("%sunknown flag --%s; did you mean --%s? (see %s)", prefix, name, s, help)
 			}
 			return usageErrorf("%sunknown flag --%s (see %s)", prefix, name, help)
@@ -112,71 +112,13 @@ func commandNames(cmds []*cli.Command) []string {
 	return out
 }
 
-// closest returns the candidate nearest to s: a unique one that s is a
-// prefix of, else the one at the smallest edit distance when that is at most
-// a third of the name's length (at least 1, at most 3); "" when none is close.
-func closest(s string, candidates []string) string {
-	sort.Strings(candidates)
-	var prefixed []string
-	for _, c := range candidates {
-		if c == s {
-			return ""
-		}
-		if len(s) >= 3 && strings.HasPrefix(c, s) {
-			prefixed = append(prefixed, c)
-		}
-	}
-	if len(prefixed) == 1 {
-		return prefixed[0]
-	}
-	best, bestD := "", -1
-	for _, c := range candidates {
-		d := editDistance(s, c)
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := min(max(len(s)/3, 1), 3)
-	if bestD < 0 || bestD > limit {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Damerau–Levenshtein distance (optimal string
-// alignment: insertions, deletions, substitutions, adjacent swaps).
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
-}
-
 // unexpectedArgs is the usage error for stray positional arguments: an
 // unknown command (with the closest one) at the top level, else the argument.
 func unexpectedArgs(c *cli.Context, cmd string) error {
 	arg := c.Args().First()
 	if cmd == "" {
 		if !strings.HasPrefix(arg, "-") && !strings.ContainsAny(arg, "./\\") {
-			if s := closest(arg, commandNames(c.App.Commands)); s != "" {
+			if s := suggest.Closest(arg, commandNames(c.App.Commands)); s != "" {
 				return usageErrorf("unknown command %q; did you mean %q? (see %s --help)", arg, s, c.App.Name)
 			}
 			return usageErrorf("unknown command %q (see %s --help for the commands)", arg, c.App.Name)
@@ -194,7 +136,7 @@ func subcommandAction(path string, subs []*cli.Command) cli.ActionFunc {
 			return cli.ShowSubcommandHelp(c)
 		}
 		arg := c.Args().First()
-		if s := closest(arg, commandNames(subs)); s != "" {
+		if s := suggest.Closest(arg, commandNames(subs)); s != "" {
 			return usageErrorf("%s: unknown command %q; did you mean %q? (see %s %s --help)", path, arg, s, c.App.Name, path)
 		}
 		return usageErrorf("%s: unknown command %q (see %s %s --help)", path, arg, c.App.Name, path)

@@ -1,10 +1,12 @@
 package audio
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Resampler design.
@@ -30,11 +32,25 @@ const (
 	rsAttenDB = 110.0 // Kaiser design attenuation
 )
 
+// Sample rates an input may have: below MinRate a file is not audio (a
+// 1 Hz WAV once resampled for more than ten minutes), above MaxRate no
+// converter writes one.
+const (
+	MinRate = 1000
+	MaxRate = 768000
+)
+
 // Resample converts x from rate from to rate to (Hz). It returns x itself when
 // the rates are equal.
 func Resample(x []float32, from, to int) ([]float32, error) {
-	if from <= 0 || to <= 0 {
-		return nil, fmt.Errorf("resample: invalid sample rates %d → %d", from, to)
+	return ResampleContext(context.Background(), x, from, to)
+}
+
+// ResampleContext is Resample that stops, returning ctx.Err(), within a
+// chunk of output samples of ctx being cancelled.
+func ResampleContext(ctx context.Context, x []float32, from, to int) ([]float32, error) {
+	if from < MinRate || to < MinRate || from > MaxRate || to > MaxRate {
+		return nil, fmt.Errorf("resample: sample rates %d → %d Hz: rates must be in %d..%d Hz", from, to, MinRate, MaxRate)
 	}
 	if from == to {
 		return x, nil
@@ -48,22 +64,34 @@ func Resample(x []float32, from, to int) ([]float32, error) {
 	}
 	k := newKernel(up, down)
 
-	workers := runtime.GOMAXPROCS(0)
-	if nOut < 1<<14 || workers < 2 {
-		k.run(x, out, 0, nOut)
-		return out, nil
+	// Output samples are computed in chunks claimed from a counter; each is
+	// written by exactly one goroutine, so the result does not depend on
+	// how many there are. Cancellation is seen between chunks.
+	const chunk = 1 << 14
+	workers := min(runtime.GOMAXPROCS(0), (nOut+chunk-1)/chunk)
+	var next atomic.Int64
+	work := func() {
+		for ctx.Err() == nil {
+			s := int(next.Add(chunk) - chunk)
+			if s >= nOut {
+				return
+			}
+			k.run(x, out, s, min(s+chunk, nOut))
+		}
 	}
 	var wg sync.WaitGroup
-	chunk := (nOut + workers - 1) / workers
-	for s := 0; s < nOut; s += chunk {
-		e := min(s+chunk, nOut)
+	for w := 1; w < workers; w++ {
 		wg.Add(1)
-		go func(s, e int) {
+		go func() {
 			defer wg.Done()
-			k.run(x, out, s, e)
-		}(s, e)
+			work()
+		}()
 	}
+	work()
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -1,8 +1,11 @@
 package audio
 
 import (
+	"context"
+	"errors"
 	"math"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -150,5 +153,20 @@ func TestResampleDeterministic(t *testing.T) {
 	runtime.GOMAXPROCS(old)
 	if !sameBits(a, b) {
 		t.Error("result depends on the number of goroutines")
+	}
+}
+
+// Resampling stops on a cancelled context; rates outside audio rates are
+// refused before any work.
+func TestResampleContextAndRates(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ResampleContext(ctx, make([]float32, 1<<20), 44100, 24000); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	for _, r := range [][2]int{{1, 24000}, {999, 24000}, {24000, 800000}} {
+		if _, err := Resample(make([]float32, 10), r[0], r[1]); err == nil || !strings.Contains(err.Error(), "rates must be in") {
+			t.Errorf("%v: %v", r, err)
+		}
 	}
 }

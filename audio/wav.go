@@ -36,6 +36,7 @@ package audio
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,7 +75,21 @@ func formatErr(name, format string, args ...any) error {
 
 // Read decodes the audio file at path: WAV, FLAC, MP3 or Ogg Vorbis, told
 // apart by their content (see decode.go), not by the file name.
-func Read(path string) (*Clip, error) {
+func Read(path string) (*Clip, error) { return read(path, false) }
+
+func read(path string, firstOnly bool) (*Clip, error) {
+	// Before opening: opening a named pipe waits for a writer (a run would
+	// hang), and a pipe or a device has no size to read audio from.
+	if st, err := os.Stat(path); err == nil {
+		switch m := st.Mode(); {
+		case m.IsDir():
+			return nil, formatErr(path, "is a directory, not an audio file")
+		case m&os.ModeNamedPipe != 0:
+			return nil, formatErr(path, "is a pipe, not a file: write the audio to a file first")
+		case m&(os.ModeDevice|os.ModeCharDevice|os.ModeSocket) != 0:
+			return nil, formatErr(path, "is a device, not an audio file")
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -84,8 +99,13 @@ func Read(path string) (*Clip, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.IsDir() {
-		return nil, formatErr(path, "is a directory, not an audio file")
+	if firstOnly {
+		head := make([]byte, min(st.Size(), sniffLen))
+		if _, err := f.ReadAt(head, 0); err == nil || err == io.EOF {
+			if k := sniff(head); k == kindWAV {
+				return decodeWAVChannels(f, st.Size(), path, true)
+			}
+		}
 	}
 	return DecodeReaderAt(f, st.Size(), path)
 }
@@ -101,15 +121,27 @@ func Decode(data []byte, name string) (*Clip, error) {
 // load_audio + `sample[0:1]` does. See Resample for how the resampled samples
 // differ from the reference's for other rates.
 func LoadMono(path string, rate int) ([]float32, error) {
+	return LoadMonoContext(context.Background(), path, rate)
+}
+
+// LoadMonoContext is LoadMono that stops resampling when ctx is cancelled
+// (returning ctx.Err()).
+func LoadMonoContext(ctx context.Context, path string, rate int) ([]float32, error) {
 	if rate <= 0 {
 		return nil, fmt.Errorf("%s: invalid target sample rate %d", path, rate)
 	}
-	c, err := Read(path)
+	c, err := read(path, true)
 	if err != nil {
 		return nil, err
 	}
-	out, err := Resample(c.Channels[0], c.SampleRate, rate)
+	if c.SampleRate < MinRate || c.SampleRate > MaxRate {
+		return nil, fmt.Errorf("%s: sample rate %d Hz is not an audio rate (%d..%d Hz)", path, c.SampleRate, MinRate, MaxRate)
+	}
+	out, err := ResampleContext(ctx, c.Channels[0], c.SampleRate, rate)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return out, nil
@@ -246,6 +278,13 @@ func printableID(id []byte) string {
 // decodeWAV decodes a WAV file of the given size read through r; name is
 // used in error messages.
 func decodeWAV(r io.ReaderAt, size int64, name string) (*Clip, error) {
+	return decodeWAVChannels(r, size, name, false)
+}
+
+// decodeWAVChannels is decodeWAV; firstOnly decodes channel 0 alone (the
+// others are left nil), so that a 64-channel file costs one channel's
+// memory where only the first is used.
+func decodeWAVChannels(r io.ReaderAt, size int64, name string, firstOnly bool) (*Clip, error) {
 	var hdr [12]byte
 	if size < 12 {
 		return nil, formatErr(name, "not a WAV file (only %d bytes)", size)
@@ -369,7 +408,9 @@ func decodeWAV(r io.ReaderAt, size int64, name string) (*Clip, error) {
 	}
 	clip := &Clip{SampleRate: format.rate, Channels: make([][]float32, format.channels)}
 	for c := range clip.Channels {
-		clip.Channels[c] = make([]float32, frames)
+		if c == 0 || !firstOnly {
+			clip.Channels[c] = make([]float32, frames)
+		}
 	}
 	if err := convert(r, dataOff, int(frames), format, clip.Channels); err != nil {
 		return nil, formatErr(name, "reading samples: %v", err)
@@ -400,6 +441,10 @@ func convert(r io.ReaderAt, off int64, frames int, f *wavFormat, chans [][]float
 		p := 0
 		for i := 0; i < n; i++ {
 			for c := 0; c < nch; c++ {
+				if chans[c] == nil {
+					p += cs
+					continue
+				}
 				if f.law != 0 {
 					chans[c][start+i] = lawSample(b[p], f.law)
 				} else {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -370,5 +371,50 @@ func TestDecodeReaderAtShortReads(t *testing.T) {
 	_, err := DecodeReaderAt(bytes.NewReader(b[:1000]), int64(len(b)), "shrunk.wav")
 	if err == nil || !strings.HasPrefix(err.Error(), "shrunk.wav: ") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// LoadMono decodes only the channel it uses (a 64-channel file costs one
+// channel's memory) and gives what the full decode's channel 0 holds; a
+// named pipe is refused at once instead of waiting for a writer.
+func TestLoadMonoFirstChannelAndPipes(t *testing.T) {
+	const ch, frames = 64, 3000
+	var samples []int16
+	for i := 0; i < frames; i++ {
+		for c := 0; c < ch; c++ {
+			samples = append(samples, int16(i*7+c*1000))
+		}
+	}
+	p := filepath.Join(t.TempDir(), "many.wav")
+	os.WriteFile(p, riff(ck("fmt ", fmtExt(1, ch, 24000, 16, 16)), ck("data", i16s(samples...))), 0o644)
+	full, err := Read(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mono, err := LoadMono(p, 24000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameBits(mono, full.Channels[0]) {
+		t.Fatal("channel 0 differs from the full decode's")
+	}
+	first, err := read(p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := 1; c < ch; c++ {
+		if first.Channels[c] != nil {
+			t.Fatalf("channel %d decoded", c)
+		}
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo.wav")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no mkfifo here:", err)
+	}
+	if _, err := LoadMono(fifo, 24000); err == nil || !strings.Contains(err.Error(), "is a pipe") {
+		t.Fatalf("fifo: %v", err)
+	}
+	if _, err := LoadMono("/dev/zero", 24000); err == nil || !strings.Contains(err.Error(), "is a device") {
+		t.Fatalf("/dev/zero: %v", err)
 	}
 }

@@ -116,7 +116,9 @@ func Audio(ref, cand []float32, rate int) AudioMetrics {
 	}
 	r, c := ref[:n], cand[:n]
 	for i := range r {
-		if r[i] != c[i] {
+		// Equal values, or the same bits (a NaN is its own equal here: a
+		// file compared with itself is exact whatever it holds).
+		if r[i] != c[i] && math.Float32bits(r[i]) != math.Float32bits(c[i]) {
 			m.FirstDiffSample = i
 			break
 		}

@@ -529,3 +529,17 @@ func TestPlot(t *testing.T) {
 		os.WriteFile(os.Getenv("COMPARE_PLOT_OUT"), out.Bytes(), 0o644)
 	}
 }
+
+// A file holding NaN compared with itself is sample-exact (NaN != NaN must
+// not make a file "different" from itself).
+func TestNaNFileExactWithItself(t *testing.T) {
+	x := []float32{0.1, float32(math.NaN()), -0.2, float32(math.Inf(1))}
+	if m := Audio(x, x, 24000); !m.Exact || m.FirstDiffSample != -1 {
+		t.Fatalf("%+v", m)
+	}
+	y := append([]float32(nil), x...)
+	y[1] = 0
+	if m := Audio(x, y, 24000); m.Exact || m.FirstDiffSample != 1 {
+		t.Fatalf("NaN vs 0: %+v", m)
+	}
+}

@@ -189,3 +189,43 @@ func TestBatchEqualsSingleRuns(t *testing.T) {
 		})
 	}
 }
+
+// An input or voice WAV holding a NaN or infinite sample fails its item
+// (one NaN once silenced 33 of 125 frames with exit 0).
+func TestNonFiniteAudioRefused(t *testing.T) {
+	o := tinyOptions(t)
+	dir := t.TempDir()
+	x, err := audio.LoadMono(tinyDir+"input.wav", 24000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, v float32) string {
+		y := slices.Clone(x)
+		y[5000] = v
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := audio.EncodeFloat32(f, y, 24000); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	nan, inf := write("nan.wav", float32(math.NaN())), write("inf.wav", float32(math.Inf(-1)))
+	items := []*Item{
+		{InputWAV: nan, VoicePrompt: tinyDir + "voices/TINYF0.pt", Greedy: true, Tag: 0},
+		{InputWAV: tinyDir + "input.wav", VoicePrompt: inf, Greedy: true, Tag: 1},
+		{InputWAV: tinyDir + "input.wav", VoicePrompt: tinyDir + "voices/TINYF0.pt", Greedy: true, Tag: 2},
+	}
+	got := runBatch(t, o, items)
+	for k, want := range map[int]string{0: nan + ": sample 5000 (at 0.208 s) is NaN", 1: inf + ": sample 5000"} {
+		if !strings.Contains(got[k].err, want) {
+			t.Errorf("item %d: %q, want %q", k, got[k].err, want)
+		}
+	}
+	if got[2].err != "" || len(got[2].pieces) == 0 {
+		t.Errorf("the good item: %q", got[2].err)
+	}
+}

@@ -105,6 +105,33 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	lmCfg.Context = min(lmCfg.Context, o.KVFill+o.Warmup+o.Frames+16)
 	res := &BenchResult{Frames: o.Frames, Threads: ops.Threads(), GoArch: runtime.GOARCH, NumCPU: runtime.NumCPU(), KernelPath: ops.KernelName(), ComputeDType: ops.ComputeDType()}
 
+	B := max(1, o.BatchSize)
+	mem := o.MemoryBytes
+	if mem <= 0 {
+		mem = 1 << 30
+	}
+	est := EstimateMemory(&cfg, B, o.KVFill+o.Warmup+o.Frames+16, B*16)
+	est.Other = int64(mem)
+	if o.MoshiWeight == "" {
+		for _, s := range lm.WeightSpecs(&lmCfg, weights.BF16) {
+			est.Other += specBytes(s)
+		}
+	} else {
+		est.Mapped += fileSize(o.MoshiWeight)
+	}
+	if o.MimiWeight == "" {
+		if specs, err := mimi.WeightSpecs(cfg.Mimi); err == nil {
+			for _, s := range specs {
+				est.Other += specBytes(s)
+			}
+		}
+	} else {
+		est.Mapped += fileSize(o.MimiWeight)
+	}
+	if err := checkMemory(est, o.Log, "use a smaller --memory-mib, --batch-size or --frames, or a smaller --config"); err != nil {
+		return nil, err
+	}
+
 	t0 := time.Now()
 	var lf, mf *weights.File
 	var err error
@@ -154,7 +181,6 @@ func bench(o BenchOptions) (*BenchResult, error) {
 		o.Log.Infof("offload plan: %s", res.PlanSummary)
 	}
 	codec.SetBackend(be)
-	B := max(1, o.BatchSize)
 	res.BatchSize = B
 	eng := lm.NewEngine(model, be, nil)
 	batch := codec.NewBatch()
@@ -253,10 +279,6 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	res.AchievedGBps = float64(res.WeightBytesPerFrame) / (res.LMMsPerFrame * 1e6)
 	res.KVBytesPerFrame = int64(B) * int64(res.KVPositions) * int64(lmCfg.Dim) * 2 * 4 * int64(lmCfg.NumLayers)
 	res.MemoryBoundGBps = float64(res.WeightBytesPerFrame+res.KVBytesPerFrame) / (res.LMMsPerFrame * 1e6)
-	mem := o.MemoryBytes
-	if mem <= 0 {
-		mem = 1 << 30
-	}
 	o.Log.Infof("measuring memory read bandwidth over %d MiB", mem>>20)
 	res.MemoryGBps = ops.MeasureReadBandwidth(mem)
 	if res.MemoryGBps > 0 {
@@ -282,4 +304,12 @@ func peakRSS() int64 {
 		return 0
 	}
 	return ru.Maxrss * 1024 // kilobytes on Linux
+}
+
+func specBytes(s weights.Spec) int64 {
+	n := int64(s.DType.Size())
+	for _, d := range s.Shape {
+		n *= int64(d)
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -102,7 +103,7 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 			}
 			budget = free
 		}
-		units, err := offload.NewLM(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+		units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
 		if err != nil {
 			return nil, nil, fmt.Errorf("offload: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -40,7 +41,7 @@ func TestPlacementOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	units, err := offload.NewLM(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+	units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
 	if err != nil {
 		t.Fatal(err)
 	}

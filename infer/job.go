@@ -3,8 +3,14 @@ package infer
 import (
 	"context"
 	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 
 	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/mimi"
@@ -76,14 +82,17 @@ type inputs struct {
 
 // prepare reads and checks an item's inputs (nothing of the models is
 // needed: a bad input costs nothing).
-func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath string) (*inputs, error) {
+func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath string) (*inputs, error) {
 	in := &inputs{}
 	var err error
-	if in.user, err = audio.LoadMono(it.InputWAV, cfg.Mimi.SampleRate); err != nil {
+	if in.user, err = audio.LoadMonoContext(ctx, it.InputWAV, cfg.Mimi.SampleRate); err != nil {
 		return nil, err
 	}
 	if len(in.user) == 0 {
 		return nil, fmt.Errorf("%s: no audio samples", it.InputWAV)
+	}
+	if err := finiteAudio(it.InputWAV, in.user, cfg.Mimi.SampleRate); err != nil {
+		return nil, err
 	}
 	if it.TextPrompt != "" {
 		in.sys.TextIDs = tok.Encode(prompts.WrapWithSystemTags(it.TextPrompt))
@@ -94,15 +103,47 @@ func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath strin
 		}
 	}
 	if voices.IsEmbeddings(it.VoicePrompt) {
-		p, err := voices.LoadPT(it.VoicePrompt)
+		// Bounded before anything is allocated: a voice prompt is at most
+		// the model's context of steps or 4096 (5.5 minutes), whichever is
+		// more (its width is checked against the loaded model, see start).
+		p, err := voices.LoadPTLimits(it.VoicePrompt, voices.Limits{MaxRows: max(cfg.Context, 4096), Finite: true})
 		if err != nil {
 			return nil, err
 		}
 		in.sys.VoiceEmbeddings, in.sys.VoiceCache = p.Embeddings, p.Cache
-	} else if in.voiceAudio, err = LoadVoiceAudio(it.VoicePrompt, cfg.Mimi.SampleRate); err != nil {
+	} else if in.voiceAudio, err = loadVoiceAudio(ctx, it.VoicePrompt, cfg.Mimi.SampleRate); err != nil {
 		return nil, err
 	}
 	return in, nil
+}
+
+// promptSteps is the number of LM positions of the item's prompt phases.
+func (in *inputs) promptSteps(cfg *config.Config, frame int) int {
+	voice := len(in.sys.VoiceEmbeddings)
+	if in.voiceAudio != nil {
+		voice = (len(in.voiceAudio) + frame - 1) / frame
+	}
+	return voice + len(in.sys.TextIDs) + 2*int(0.5*cfg.Mimi.FrameRate) + 1
+}
+
+func fileSize(path string) int64 {
+	if st, err := os.Stat(path); err == nil {
+		return st.Size()
+	}
+	return 0
+}
+
+// finiteAudio refuses audio holding NaN or infinite samples (a float WAV
+// can): the codec would turn them into garbage frames with no error. An
+// unattended job wants the item failed, loudly, rather than an output that
+// looks fine.
+func finiteAudio(path string, x []float32, rate int) error {
+	for i, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("%s: sample %d (at %.3f s) is %v: not usable audio", path, i, float64(i)/float64(rate), v)
+		}
+	}
+	return nil
 }
 
 // RunItems is the offline job over many conversations: it loads the models
@@ -121,11 +162,24 @@ func prepare(it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath strin
 // ctx being cancelled (ctx.Err(), checked before every step), after which
 // items in flight get no call.
 func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) (err error) {
-	defer deviceFailure(&err)
-	return runItems(ctx, o, next, done)
-}
-
-func runItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) error {
+	// A mapped checkpoint truncated under the job faults on the next read
+	// of a page past its end: on this goroutine that is a panic turned into
+	// an error (CheckIntact before every step reports the common case
+	// before any read).
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(*cuda.Failure); ok {
+				err = f // a device failure inside an op (see deviceFailure)
+				return
+			}
+			if re, ok := r.(runtime.Error); ok && strings.Contains(re.Error(), "fault") {
+				err = fmt.Errorf("a memory-mapped model file changed under the job (%v): stopped", re)
+				return
+			}
+			panic(r)
+		}
+	}()
 	o = o.withDefaults()
 	cfg := o.Config
 	B := max(1, o.BatchSize)
@@ -148,8 +202,11 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 				exhausted = true
 				break
 			}
-			in, err := prepare(it, cfg, tok, o.Tokenizer)
+			in, err := prepare(ctx, it, cfg, tok, o.Tokenizer)
 			if err != nil {
+				if ctx.Err() != nil {
+					return false
+				}
 				done(ItemResult{Item: it, Err: err})
 				continue
 			}
@@ -160,8 +217,24 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	}
 	for len(queue) < B && pull() {
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if len(queue) == 0 {
 		return nil
+	}
+	// The memory the first batch needs, before anything loads.
+	frame := cfg.Mimi.FrameSize()
+	positions, prefill := 0, 0
+	for _, r := range queue {
+		p := r.in.promptSteps(cfg, frame)
+		positions = max(positions, p+(len(r.in.user)+frame-1)/frame)
+		prefill += p
+	}
+	est := EstimateMemory(cfg, B, positions, prefill)
+	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
+	if err := checkMemory(est, o.Log, "use a smaller --batch-size, quantized weights or --cpu-offload with a GPU"); err != nil {
+		return err
 	}
 
 	be, err := newBackend(o)
@@ -190,11 +263,12 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		}
 	}
 	eng := lm.NewEngine(model, be, weightsOf(placed))
+	eng.SetContext(ctx)
 	batch := codec.NewBatch()
-	frame := codec.FrameSize()
+	frame = codec.FrameSize() // the codec's geometry (the estimate used the config's rate ratio)
 	nq := cfg.Mimi.NumCodebooks
 
-	start := func(r ready) (*conv, error) {
+	start := func(r ready) (c *conv, err error) {
 		it, in := r.it, r.in
 		if in.sys.VoiceEmbeddings != nil {
 			// Checked against the loaded model: a config that does not fit
@@ -203,7 +277,7 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 				return nil, err
 			}
 		}
-		c := &conv{item: it, in: in, enc: codec.NewEncoder(), dec: codec.NewDecoder()}
+		c = &conv{item: it, in: in, enc: codec.NewEncoder(), dec: codec.NewDecoder()}
 		c.gen = eng.NewGen(lm.GenOptions{
 			UseSampling:     !it.Greedy,
 			Temp:            float32(it.TempAudio),
@@ -216,10 +290,15 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		})
 		if in.voiceAudio != nil {
 			progress(o, "encoding the voice prompt")
-			in.sys.VoiceFrames = encodeAll(c.enc, in.voiceAudio, frame)
+			if in.sys.VoiceFrames, err = encodeAll(ctx, c.enc, in.voiceAudio, frame); err != nil {
+				return nil, err
+			}
 			c.enc.Reset()
 		}
 		progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
+		if p := in.promptSteps(cfg, frame); p >= cfg.Context {
+			o.Log.Infof("warning: %s: the prompt phases (%d steps: voice prompt, text prompt, silences) are longer than the model's context (%d): the conversation starts without their beginning", it.VoicePrompt, p, cfg.Context)
+		}
 		// Queued, not run: the prefill joins the batch's next pass.
 		if err := c.gen.QueueSystemPrompts(in.sys); err != nil {
 			return nil, fmt.Errorf("%s: %v", it.VoicePrompt, err)
@@ -252,6 +331,9 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 			queue = queue[1:]
 			c, err := start(r)
 			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 				done(ItemResult{Item: r.it, Err: err})
 				continue
 			}
@@ -261,6 +343,12 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 			break
 		}
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := model.CheckFile(); err != nil {
+			return err
+		}
+		if err := codec.CheckFile(); err != nil {
 			return err
 		}
 		gens, ins, encs, pcms = gens[:0], ins[:0], encs[:0], pcms[:0]
@@ -281,7 +369,9 @@ func runItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		for i := range active {
 			ins = append(ins, lm.Input{User: codes[i]})
 		}
-		eng.Step(gens, ins)
+		if err := eng.Step(gens, ins); err != nil {
+			return err
+		}
 		if err := eng.Err(); err != nil {
 			return err
 		}

@@ -7,6 +7,8 @@ package infer
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/config"
@@ -120,12 +122,18 @@ func loadModels(o Options) (*mimi.Model, *lm.Model, error) {
 	progress(o, "loading mimi")
 	codec, err := mimi.Load(o.Config.Mimi, o.MimiWeight)
 	if err != nil {
+		if !strings.Contains(err.Error(), filepath.Base(o.MimiWeight)) {
+			err = fmt.Errorf("%s: %w", o.MimiWeight, err)
+		}
 		return nil, nil, err
 	}
 	progress(o, "loading moshi")
 	model, err := lm.LoadFile(&o.Config.LM, o.MoshiWeight)
 	if err != nil {
 		codec.Close()
+		if !strings.Contains(err.Error(), filepath.Base(o.MoshiWeight)) {
+			err = fmt.Errorf("%s: %w", o.MoshiWeight, err) // a shape error: name the checkpoint
+		}
 		return nil, nil, err
 	}
 	return codec, model, nil
@@ -140,27 +148,38 @@ func progress(o Options, msg string) {
 }
 
 // encodeAll Mimi-encodes audio in frames (the last zero-padded), as
-// lm.py's _iterate_audio(pad=True) + encode_from_sphn feed it.
-func encodeAll(enc *mimi.Encoder, x []float32, frame int) [][]int {
+// lm.py's _iterate_audio(pad=True) + encode_from_sphn feed it; it stops
+// with ctx.Err() when ctx is cancelled.
+func encodeAll(ctx context.Context, enc *mimi.Encoder, x []float32, frame int) ([][]int, error) {
 	var out [][]int
 	buf := make([]float32, frame)
 	for s := 0; s < len(x); s += frame {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		clear(buf)
 		copy(buf, x[s:min(s+frame, len(x))])
 		out = append(out, append([]int(nil), enc.EncodeFrame(buf)...))
 	}
-	return out
+	return out, nil
 }
 
 // LoadVoiceAudio reads a voice prompt WAV as LMGen.load_voice_prompt does:
 // channel 0 at the model rate, normalised to −24 LUFS.
 func LoadVoiceAudio(path string, rate int) ([]float32, error) {
-	x, err := audio.LoadMono(path, rate)
+	return loadVoiceAudio(context.Background(), path, rate)
+}
+
+func loadVoiceAudio(ctx context.Context, path string, rate int) ([]float32, error) {
+	x, err := audio.LoadMonoContext(ctx, path, rate)
 	if err != nil {
 		return nil, err
 	}
 	if len(x) == 0 {
 		return nil, fmt.Errorf("%s: voice prompt has no audio samples", path)
+	}
+	if err := finiteAudio(path, x, rate); err != nil {
+		return nil, err
 	}
 	return audio.NormalizeLoudness(x, rate, -24), nil
 }

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/pp-offline/pp-offline/infer/lm"
@@ -32,7 +33,10 @@ func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
 	defer codec.Close()
 	codec.SetBackend(be)
 	progress(o, "encoding the voice prompt")
-	frames := encodeAll(codec.NewEncoder(), x, codec.FrameSize())
+	frames, err := encodeAll(context.Background(), codec.NewEncoder(), x, codec.FrameSize())
+	if err != nil {
+		return nil, err
+	}
 	gen := lm.NewGen(model, be, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
 	gen.Reset()
 	emb, cache, err := gen.StepVoicePromptCodesSaving(frames)

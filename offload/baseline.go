@@ -108,7 +108,7 @@ func Accelerate(lm *LM, w Workload, fig Figures, gpuBudget int64) (*Baseline, er
 	if c.DepformerWeightsPerStep {
 		mult = int64(c.DepQ)
 	}
-	depNorms := 2 * sumParts(normParts(c.Norm, "n", c.DepformerDim))
+	depNorms := 2 * normSize(c.Norm, c.DepformerDim)
 	if c.DepformerLayerScale != nil {
 		depNorms += 2 * ElemBytes * d
 	}
@@ -116,8 +116,9 @@ func Accelerate(lm *LM, w Workload, fig Figures, gpuBudget int64) (*Baseline, er
 	for l := 0; l < c.DepformerNumLayers; l++ {
 		add(fmt.Sprintf("depformer.layers.%d", l), mult*perStep+depNorms, steps, perStep+depNorms, 12)
 	}
+	outNames := outputModules(lm)
 	for s := 0; s < c.DepQ; s++ {
-		add(fmt.Sprintf("linears.%d", s), ElemBytes*int64(c.Card)*d, 1, ElemBytes*int64(c.Card)*d, 1)
+		add(outNames[s], ElemBytes*int64(c.Card)*d, 1, ElemBytes*int64(c.Card)*d, 1)
 	}
 
 	// infer_auto_device_map: the main device keeps room for the largest
@@ -169,4 +170,21 @@ func Accelerate(lm *LM, w Workload, fig Figures, gpuBudget int64) (*Baseline, er
 	}
 	b.FrameMs = b.ComputeMs + b.CopyMs
 	return b, nil
+}
+
+// outputModules names the depformer's dep_q output projections as modules
+// of the checkpoint: each step unit's last tensor (its output linear, as
+// the LM declares it) without ".weight". A shared depformer (a shape the LM
+// does not run) has no per-step units to name them from.
+func outputModules(lm *LM) []string {
+	names := make([]string, lm.Cfg.DepQ)
+	for s := range names {
+		names[s] = fmt.Sprintf("depformer output %d", s)
+	}
+	for _, u := range append(append([]Unit(nil), lm.Units...), lm.Skipped...) {
+		if u.Kind == KindDepStep && u.Index < len(names) && len(u.Parts) > 0 {
+			names[u.Index] = strings.TrimSuffix(u.Parts[len(u.Parts)-1].Tensor, ".weight")
+		}
+	}
+	return names
 }

@@ -4,7 +4,9 @@
 //
 // # Units
 //
-// NewLM derives, from the config alone, the units a plan places, in
+// NewLM derives, from the config and the tensors the model declares for
+// each unit (lm.Units builds them from the LM's one tensor declaration:
+// offload spells no checkpoint name), the units a plan places, in
 // execution order for one frame: each temporal transformer layer (never
 // split), the output head (out_norm + text_linear), and each depformer
 // step's weights (its slice of every depformer layer's attention and
@@ -34,9 +36,13 @@
 //
 // # Running a plan
 //
-// SimDevice is device memory in RAM under a hard budget; Runtime uploads
-// the resident units, streams the others with real copies, hands the
-// executor each unit's bytes (Acquire/Release) and records the timeline
+// Device is what an accelerator implements for offload (memory under a
+// budget, streams, asynchronous host→device copies, fences: one CUDA
+// driver-API call each); SimDevice is one, device memory in RAM under a
+// hard budget. Runtime uploads the resident units, streams the others
+// through staging slots ordered by fences, hands the executor each unit's
+// View (Acquire/Release: a buffer and offset, and host-visible bytes) and
+// records the timeline
 // (Timeline.Check asserts the engine's invariants). See Runtime for the
 // executor-facing API; lm.Placed is the executor that runs the LM through
 // it (pp-offline --device sim), and Plan.Replay re-times a plan with

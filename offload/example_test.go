@@ -6,12 +6,13 @@ import (
 	"math/rand/v2"
 
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
 // Example drives the runtime the way the LM will: plan, pack the units
 // (here: random bytes standing for the packed weights), then frame by
-// frame Acquire each unit's bytes, compute, Release. The bytes handed out
+// frame Acquire each unit's view, compute, Release. The bytes handed out
 // always equal the host bytes, whatever the placement, which is what keeps
 // the outputs bit-identical to a CPU-only run.
 func Example() {
@@ -19,15 +20,15 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	lm, err := offload.NewLM(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+	units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
 	if err != nil {
 		panic(err)
 	}
 	// Force a mix of the three placements: first layer resident, second
 	// streamed, head on the CPU, depformer steps alternately streamed and
 	// resident.
-	where := make([]offload.Placement, len(lm.Units))
-	for i, u := range lm.Units {
+	where := make([]offload.Placement, len(units.Units))
+	for i, u := range units.Units {
 		switch {
 		case u.Kind == offload.KindLayer && i == 0:
 			where[i] = offload.Resident
@@ -41,7 +42,7 @@ func Example() {
 			where[i] = offload.Resident
 		}
 	}
-	p := offload.NewProblem(lm, offload.Workload{Batch: 1}, offload.DefaultFigures(), 512<<20, 0)
+	p := offload.NewProblem(units, offload.Workload{Batch: 1}, offload.DefaultFigures(), 512<<20, 0)
 	plan, err := p.Evaluate(where)
 	if err != nil {
 		panic(err)
@@ -51,8 +52,8 @@ func Example() {
 	// Unit.Pack from the mapped checkpoint and keeps the spans to re-wrap
 	// the views as matrices.
 	r := rand.New(rand.NewPCG(1, 2))
-	host := make([][]byte, len(lm.Units))
-	for i, u := range lm.Units {
+	host := make([][]byte, len(units.Units))
+	for i, u := range units.Units {
 		host[i] = make([]byte, u.Bytes)
 		for j := range host[i] {
 			host[i][j] = byte(r.Uint32())
@@ -68,13 +69,13 @@ func Example() {
 	for frame := 0; frame < 3; frame++ {
 		rt.BeginFrame()
 		for u := range plan.Units() {
-			w, err := rt.Acquire(u)
+			v, err := rt.Acquire(u)
 			if err != nil {
 				panic(err)
 			}
-			// ... compute unit u from w, on the device when
-			// rt.Where(u).OnDevice(), else on the CPU ...
-			identical = identical && bytes.Equal(w, host[u])
+			// ... compute unit u from v (v.Buf at v.Off on the device when
+			// rt.Where(u).OnDevice(), v.Host on the CPU) ...
+			identical = identical && bytes.Equal(v.Host, host[u])
 			rt.Release(u)
 		}
 		rt.EndFrame()

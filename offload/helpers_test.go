@@ -25,7 +25,11 @@ func smallCfg(t testing.TB, nLayers int) *config.LM {
 
 func newLM(t testing.TB, c *config.LM, depSteps int) *LM {
 	t.Helper()
-	lm, err := NewLM(c, depSteps)
+	parts, err := RefParts(c, depSteps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := NewLM(c, depSteps, parts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func drive(t *testing.T, rt *Runtime, host [][]byte, frames int, use func(frame,
 			if err != nil {
 				t.Fatalf("frame %d unit %d: %v", f, u, err)
 			}
-			if !bytes.Equal(w, host[u]) {
+			if !bytes.Equal(w.Host, host[u]) || w.Len != int64(len(host[u])) || (w.Buf == nil) != (rt.Where(u) == CPU) {
 				t.Fatalf("frame %d unit %d (%s): the runtime's bytes differ from the host bytes", f, u, rt.Where(u))
 			}
 			checked++
@@ -309,7 +309,7 @@ func TestRuntimeMisuse(t *testing.T) {
 	// The executor writes into a view: caught at release with Verify.
 	rt.Verify = true
 	w, _ := rt.Acquire(4) // resident
-	w[0] ^= 1
+	w.Host[0] ^= 1
 	expect(rt.Release(4), "differs from the host bytes")
 	rt.EndFrame()
 	rt.Close()
@@ -354,15 +354,21 @@ func TestSimDevice(t *testing.T) {
 		t.Error("allocated past a full budget")
 	}
 	src := []byte("weights!")
-	c, err := d.CopyAsync(a, src)
-	if err != nil {
+	s, _ := d.NewStream()
+	f, _ := d.NewFence()
+	if err := d.CopyAsync(s, a, 2, src); err != nil {
 		t.Fatal(err)
 	}
-	if c.Wait() != len(src) || !bytes.Equal(a.Bytes()[:len(src)], src) {
+	d.Record(f, s)
+	d.Wait(f)
+	if !bytes.Equal(a.(*SimBuffer).Bytes()[2:2+len(src)], src) {
 		t.Error("copy did not land")
 	}
-	if _, err := d.CopyAsync(a, make([]byte, 601)); err == nil {
+	if err := d.CopyAsync(s, a, 0, make([]byte, 601)); err == nil {
 		t.Error("copied past the end of a buffer")
+	}
+	if err := d.CopyAsync(s, a, 593, src); err == nil {
+		t.Error("copied past the end of a buffer at an offset")
 	}
 	d.Unreserve("kv")
 	u, err := d.Upload("unit", src)
@@ -379,8 +385,14 @@ func TestSimDevice(t *testing.T) {
 	if err := d.Free(a); err == nil {
 		t.Error("freed twice")
 	}
-	if _, err := d.CopyAsync(a, src); err == nil {
+	if err := d.CopyAsync(s, a, 0, src); err == nil {
 		t.Error("copied into a freed buffer")
+	}
+	if err := d.DestroyStream(s); err != nil || d.Streams() != 0 {
+		t.Errorf("destroy stream: %v, %d streams left", err, d.Streams())
+	}
+	if err := d.CopyAsync(s, a, 0, src); err == nil {
+		t.Error("enqueued on a destroyed stream")
 	}
 	if d.Used() != 0 || d.Peak() != 1000 || d.Live() != 0 {
 		t.Errorf("used %d peak %d live %d", d.Used(), d.Peak(), d.Live())

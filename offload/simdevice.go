@@ -24,11 +24,14 @@ func (e *OOMError) Error() string {
 // Is makes errors.Is(err, ErrOutOfMemory) true.
 func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
 
-// SimDevice is a simulated accelerator for machines without one: "device"
-// buffers are host RAM, held under a hard byte budget. An allocation that
-// would exceed the budget fails (with an *OOMError); the budget is never
-// exceeded, and the high-water mark is recorded. Copies into device buffers
-// really copy the bytes, asynchronously, like a DMA engine would. It is
+// SimDevice is a simulated accelerator for machines without one, a Device:
+// "device" buffers are host RAM (SimBuffer, a HostBuffer), held under a
+// hard byte budget. An allocation that would exceed the budget fails (with
+// an *OOMError); the budget is never exceeded, and the high-water mark is
+// recorded. Each stream is a goroutine that runs its work in order, as a
+// DMA engine or a compute queue would: copies really copy the bytes,
+// asynchronously, fences complete when their stream reaches them, and a
+// stream told to wait for a fence stops there until it completes. It is
 // safe for concurrent use.
 type SimDevice struct {
 	mu       sync.Mutex
@@ -37,7 +40,10 @@ type SimDevice struct {
 	peak     int64
 	reserved map[string]int64
 	live     int
+	streams  int
 }
+
+var _ Device = (*SimDevice)(nil)
 
 // NewSimDevice returns a simulated device with budget bytes of memory.
 func NewSimDevice(budget int64) *SimDevice {
@@ -68,6 +74,13 @@ func (d *SimDevice) Live() int {
 	return d.live
 }
 
+// Streams is the number of streams created and not destroyed.
+func (d *SimDevice) Streams() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.streams
+}
+
 func (d *SimDevice) take(name string, n int64) error {
 	if n < 0 {
 		return fmt.Errorf("device: %s: negative size %d", name, n)
@@ -80,8 +93,8 @@ func (d *SimDevice) take(name string, n int64) error {
 	return nil
 }
 
-// Buffer is a device allocation.
-type Buffer struct {
+// SimBuffer is a SimDevice allocation.
+type SimBuffer struct {
 	name  string
 	data  []byte
 	dev   *SimDevice
@@ -89,30 +102,54 @@ type Buffer struct {
 }
 
 // Alloc allocates n bytes of device memory, or fails without allocating.
-func (d *SimDevice) Alloc(name string, n int64) (*Buffer, error) {
+func (d *SimDevice) Alloc(name string, n int64) (Buffer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.take(name, n); err != nil {
 		return nil, err
 	}
 	d.live++
-	return &Buffer{name: name, data: make([]byte, n), dev: d}, nil
+	return &SimBuffer{name: name, data: make([]byte, n), dev: d}, nil
 }
 
+// ownedBy is handle x as d's T (a buffer, stream or fence of d).
+func ownedBy[T interface {
+	comparable
+	owner() *SimDevice
+}](d *SimDevice, x any, what string) (T, error) {
+	v, ok := x.(T)
+	var zero T
+	if !ok || v == zero || v.owner() != d {
+		return zero, fmt.Errorf("device: a %s of another device", what)
+	}
+	return v, nil
+}
+
+func (b *SimBuffer) owner() *SimDevice { return b.dev }
+func (s *simStream) owner() *SimDevice { return s.dev }
+func (f *simFence) owner() *SimDevice  { return f.dev }
+
+func (d *SimDevice) own(b Buffer) (*SimBuffer, error) { return ownedBy[*SimBuffer](d, b, "buffer") }
+func (d *SimDevice) stream(s Stream) (*simStream, error) {
+	return ownedBy[*simStream](d, s, "stream")
+}
+func (d *SimDevice) fence(f Fence) (*simFence, error) { return ownedBy[*simFence](d, f, "fence") }
+
 // Free releases a buffer; freeing twice is an error.
-func (d *SimDevice) Free(b *Buffer) error {
+func (d *SimDevice) Free(b Buffer) error {
+	sb, err := d.own(b)
+	if err != nil {
+		return err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if b == nil || b.dev != d {
-		return fmt.Errorf("device: freeing a buffer of another device")
+	if sb.freed {
+		return fmt.Errorf("device: %s freed twice", sb.name)
 	}
-	if b.freed {
-		return fmt.Errorf("device: %s freed twice", b.name)
-	}
-	b.freed = true
-	d.used -= int64(len(b.data))
+	sb.freed = true
+	d.used -= int64(len(sb.data))
 	d.live--
-	b.data = nil
+	sb.data = nil
 	return nil
 }
 
@@ -140,56 +177,194 @@ func (d *SimDevice) Unreserve(name string) {
 }
 
 // Name is the buffer's name.
-func (b *Buffer) Name() string { return b.name }
+func (b *SimBuffer) Name() string { return b.name }
 
 // Len is the buffer's size.
-func (b *Buffer) Len() int64 { return int64(len(b.data)) }
+func (b *SimBuffer) Len() int64 { return int64(len(b.data)) }
 
-// Bytes is the buffer's memory (nil once freed).
-func (b *Buffer) Bytes() []byte { return b.data }
+// Bytes is the buffer's memory (nil once freed): host RAM.
+func (b *SimBuffer) Bytes() []byte { return b.data }
+
+// simStream runs the work enqueued on it, in order, on its own goroutine.
+type simStream struct {
+	dev    *SimDevice
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []func()
+	closed bool
+	exited chan struct{}
+}
+
+// NewStream starts a stream.
+func (d *SimDevice) NewStream() (Stream, error) {
+	s := &simStream{dev: d, exited: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
+	d.mu.Lock()
+	d.streams++
+	d.mu.Unlock()
+	go s.run()
+	return s, nil
+}
+
+func (s *simStream) run() {
+	defer close(s.exited)
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		op := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+		op()
+	}
+}
+
+func (s *simStream) enqueue(op func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("device: enqueueing on a destroyed stream")
+	}
+	s.queue = append(s.queue, op)
+	s.cond.Signal()
+	return nil
+}
+
+// DestroyStream lets the work enqueued on s finish, then stops it.
+func (d *SimDevice) DestroyStream(s Stream) error {
+	ss, err := d.stream(s)
+	if err != nil {
+		return err
+	}
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return fmt.Errorf("device: stream destroyed twice")
+	}
+	ss.closed = true
+	ss.cond.Signal()
+	ss.mu.Unlock()
+	<-ss.exited
+	d.mu.Lock()
+	d.streams--
+	d.mu.Unlock()
+	return nil
+}
+
+// simFence is a fence: done is closed when its current recording has
+// completed.
+type simFence struct {
+	dev  *SimDevice
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// NewFence makes a fence (complete until first recorded).
+func (d *SimDevice) NewFence() (Fence, error) { return &simFence{dev: d, done: closedChan}, nil }
+
+// DestroyFence releases a fence (nothing to do on the simulated device).
+func (d *SimDevice) DestroyFence(f Fence) error {
+	_, err := d.fence(f)
+	return err
+}
+
+func (f *simFence) current() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done
+}
+
+// CopyAsync enqueues the copy of src into dst at off on s and returns at
+// once.
+func (d *SimDevice) CopyAsync(s Stream, dst Buffer, off int64, src []byte) error {
+	ss, err := d.stream(s)
+	if err != nil {
+		return err
+	}
+	sb, err := d.own(dst)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	freed := sb.freed
+	data := sb.data
+	d.mu.Unlock()
+	if freed {
+		return fmt.Errorf("device: copy into %s, freed", sb.name)
+	}
+	if off < 0 || off+int64(len(src)) > int64(len(data)) {
+		return fmt.Errorf("device: copying %d bytes at %d into %s of %d bytes", len(src), off, sb.name, len(data))
+	}
+	return ss.enqueue(func() { copy(data[off:], src) })
+}
+
+func (d *SimDevice) streamFence(s Stream, f Fence) (*simStream, *simFence, error) {
+	ss, err := d.stream(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	sf, err := d.fence(f)
+	return ss, sf, err
+}
+
+// Record enqueues f on s.
+func (d *SimDevice) Record(f Fence, s Stream) error {
+	ss, sf, err := d.streamFence(s, f)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	// Enqueue first, then publish, under the fence's lock: a wait issued
+	// after Record returns sees this recording.
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	if err := ss.enqueue(func() { close(done) }); err != nil {
+		return err
+	}
+	sf.done = done
+	return nil
+}
+
+// Wait blocks until f's current recording has completed.
+func (d *SimDevice) Wait(f Fence) error {
+	sf, err := d.fence(f)
+	if err != nil {
+		return err
+	}
+	<-sf.current()
+	return nil
+}
+
+// StreamWait makes s wait, from now on, for f's current recording.
+func (d *SimDevice) StreamWait(s Stream, f Fence) error {
+	ss, sf, err := d.streamFence(s, f)
+	if err != nil {
+		return err
+	}
+	done := sf.current()
+	return ss.enqueue(func() { <-done })
+}
 
 // Upload allocates a buffer of len(src) bytes, copies src into it and
-// returns it once the copy has landed: the device copy of a unit.
-func (d *SimDevice) Upload(name string, src []byte) (*Buffer, error) {
+// returns it once the copy has landed (on a stream of its own).
+func (d *SimDevice) Upload(name string, src []byte) (*SimBuffer, error) {
 	b, err := d.Alloc(name, int64(len(src)))
 	if err != nil {
 		return nil, err
 	}
-	c, err := d.CopyAsync(b, src)
-	if err != nil {
+	s, _ := d.NewStream()
+	defer d.DestroyStream(s) // waits for the copy
+	if err := d.CopyAsync(s, b, 0, src); err != nil {
 		d.Free(b)
 		return nil, err
 	}
-	c.Wait()
-	return b, nil
-}
-
-// Copy is an asynchronous host→device copy in flight.
-type Copy struct {
-	done chan struct{}
-	n    int
-}
-
-// Wait blocks until the copy has landed and returns the bytes copied.
-func (c *Copy) Wait() int {
-	<-c.done
-	return c.n
-}
-
-// CopyAsync starts copying src into the start of dst and returns at once;
-// Wait on the result before reading dst. dst must be at least len(src) long.
-func (d *SimDevice) CopyAsync(dst *Buffer, src []byte) (*Copy, error) {
-	if dst == nil || dst.freed || dst.dev != d {
-		return nil, fmt.Errorf("device: copy into a freed or foreign buffer")
-	}
-	if len(src) > len(dst.data) {
-		return nil, fmt.Errorf("device: copying %d bytes into %s of %d bytes", len(src), dst.name, len(dst.data))
-	}
-	c := &Copy{done: make(chan struct{})}
-	data := dst.data
-	go func() {
-		c.n = copy(data, src)
-		close(c.done)
-	}()
-	return c, nil
+	return b.(*SimBuffer), nil
 }

@@ -107,30 +107,21 @@ type LM struct {
 	DepKVBytes int64
 }
 
-func rows(name string, shape []int, r0, r1 int) Part {
-	cols := 1
-	for _, s := range shape[1:] {
-		cols *= s
-	}
-	if len(shape) == 1 {
-		cols = shape[0]
-		return Part{Tensor: name, Shape: shape, Row0: 0, Row1: 1, Cols: cols}
-	}
-	return Part{Tensor: name, Shape: shape, Row0: r0, Row1: r1, Cols: cols}
-}
-
-func whole(name string, shape ...int) Part {
-	if len(shape) == 1 {
-		return rows(name, shape, 0, 1)
-	}
-	return rows(name, shape, 0, shape[0])
-}
-
-func normParts(norm, prefix string, dim int) []Part {
-	if strings.HasPrefix(norm, "rms_norm") {
-		return []Part{whole(prefix+".alpha", 1, 1, dim)}
-	}
-	return []Part{whole(prefix+".weight", dim), whole(prefix+".bias", dim)}
+// LMParts are the tensors of each unit of an LM, as the model declares
+// them (lm.Units builds them from the LM's one tensor declaration; offload
+// holds no checkpoint names). A unit's parts are in the order its bytes are
+// packed.
+type LMParts struct {
+	// Layers[i] is temporal layer i's tensors.
+	Layers [][]Part
+	// Head is out_norm's and text_linear's.
+	Head []Part
+	// DepSteps[s] is depformer step s's tensors, for every step
+	// 0..dep_q−1 (a depformer with weights per step; nil otherwise).
+	DepSteps [][]Part
+	// Depformer is the shared depformer's tensors, run once per step (a
+	// depformer without weights per step; nil otherwise).
+	Depformer []Part
 }
 
 func sumParts(ps []Part) (bytes int64) {
@@ -140,22 +131,49 @@ func sumParts(ps []Part) (bytes int64) {
 	return bytes
 }
 
+// normSize is the storage of one norm of width dim: RMSNorm's alpha, or
+// LayerNorm's weight and bias.
+func normSize(norm string, dim int) int64 {
+	if strings.HasPrefix(norm, "rms_norm") {
+		return ElemBytes * int64(dim)
+	}
+	return 2 * ElemBytes * int64(dim)
+}
+
 // DefaultDepSteps is the number of depformer steps offline inference runs
 // per frame: dep_q/2 (8 for PersonaPlex), the agent's codebooks; the user
 // stream's tokens are provided, so steps dep_q/2..dep_q−1 are skipped.
 func DefaultDepSteps(c *config.LM) int { return c.DepQ / 2 }
 
-// NewLM derives the units of the LM described by c. depSteps is the number
-// of depformer steps run per frame (a parameter of the cost model):
-// DefaultDepSteps in offline inference, dep_q to generate both streams (as
-// the reference's depformer_step does), 0 when no depformer runs (a prefill
-// of forced tokens).
-func NewLM(c *config.LM, depSteps int) (*LM, error) {
+// CheckLM reports whether c has an LM shape units can be derived for, with
+// depSteps depformer steps per frame.
+func CheckLM(c *config.LM, depSteps int) error {
 	if depSteps < 0 || depSteps > c.DepQ {
-		return nil, fmt.Errorf("depformer steps per frame %d must be in 0..dep_q %d", depSteps, c.DepQ)
+		return fmt.Errorf("depformer steps per frame %d must be in 0..dep_q %d", depSteps, c.DepQ)
 	}
 	if c.Dim <= 0 || c.NumLayers <= 0 || c.DepformerDim <= 0 {
-		return nil, fmt.Errorf("config has no LM shape (dim %d, num_layers %d, depformer_dim %d)", c.Dim, c.NumLayers, c.DepformerDim)
+		return fmt.Errorf("config has no LM shape (dim %d, num_layers %d, depformer_dim %d)", c.Dim, c.NumLayers, c.DepformerDim)
+	}
+	return nil
+}
+
+// NewLM derives the units of the LM described by c from the tensors its
+// model declares for each unit (parts; use lm.Units, which builds them):
+// the cost model's figures of each unit (matrix parameters, KV cache,
+// launches, activation widths) come from c, its bytes from its parts.
+// depSteps is the number of depformer steps run per frame (a parameter of
+// the cost model): DefaultDepSteps in offline inference, dep_q to generate
+// both streams (as the reference's depformer_step does), 0 when no
+// depformer runs (a prefill of forced tokens).
+func NewLM(c *config.LM, depSteps int, parts LMParts) (*LM, error) {
+	if err := CheckLM(c, depSteps); err != nil {
+		return nil, err
+	}
+	if len(parts.Layers) != c.NumLayers {
+		return nil, fmt.Errorf("%d layers' tensors for num_layers %d", len(parts.Layers), c.NumLayers)
+	}
+	if c.DepformerWeightsPerStep && len(parts.DepSteps) != c.DepQ {
+		return nil, fmt.Errorf("%d depformer steps' tensors for dep_q %d", len(parts.DepSteps), c.DepQ)
 	}
 	m := &LM{Cfg: *c}
 	D, d := c.Dim, c.DepformerDim
@@ -164,20 +182,7 @@ func NewLM(c *config.LM, depSteps int) (*LM, error) {
 	if gated {
 		hidden = nn.GatingHidden(D, c.DimFeedforward())
 	}
-	for i := 0; i < c.NumLayers; i++ {
-		p := fmt.Sprintf("transformer.layers.%d.", i)
-		var ps []Part
-		ps = append(ps, whole(p+"self_attn.in_proj_weight", 3*D, D), whole(p+"self_attn.out_proj.weight", D, D))
-		ps = append(ps, normParts(c.Norm, p+"norm1", D)...)
-		ps = append(ps, normParts(c.Norm, p+"norm2", D)...)
-		if c.LayerScale != nil {
-			ps = append(ps, whole(p+"layer_scale_1.scale", D), whole(p+"layer_scale_2.scale", D))
-		}
-		if gated {
-			ps = append(ps, whole(p+"gating.linear_in.weight", 2*hidden, D), whole(p+"gating.linear_out.weight", D, hidden))
-		} else {
-			ps = append(ps, whole(p+"linear1.weight", hidden, D), whole(p+"linear2.weight", D, hidden))
-		}
+	for i, ps := range parts.Layers {
 		mat := int64(4*D*D) + 3*int64(hidden)*int64(D)
 		if !gated {
 			mat = int64(4*D*D) + 2*int64(hidden)*int64(D)
@@ -188,40 +193,16 @@ func NewLM(c *config.LM, depSteps int) (*LM, error) {
 			InDim: D, OutDim: D, Launches: 12, Parts: ps,
 		})
 	}
-	head := normParts(c.Norm, "out_norm", D)
-	head = append(head, whole("text_linear.weight", c.TextCard, D))
 	m.Units = append(m.Units, Unit{
-		Name: "head", Kind: KindHead, Bytes: sumParts(head), Runs: 1,
-		MatParams: int64(c.TextCard) * int64(D), InDim: D, OutDim: D + c.TextCard, Launches: 3, Parts: head,
+		Name: "head", Kind: KindHead, Bytes: sumParts(parts.Head), Runs: 1,
+		MatParams: int64(c.TextCard) * int64(D), InDim: D, OutDim: D + c.TextCard, Launches: 3, Parts: parts.Head,
 	})
 
 	dh := nn.GatingHidden(d, c.DepDimFeedforward())
 	L := c.DepformerNumLayers
 	depMat := int64(L)*(int64(4*d*d)+3*int64(dh)*int64(d)) + int64(d)*int64(D) + int64(c.Card)*int64(d)
-	depIn := func(s int) Part {
-		if c.DepformerMultiLinear {
-			return whole(fmt.Sprintf("depformer_in.%d.weight", s), d, D)
-		}
-		return whole("depformer_in.0.weight", d, D)
-	}
 	if c.DepformerWeightsPerStep {
-		for s := 0; s < c.DepQ; s++ {
-			ps := []Part{depIn(s)}
-			for l := 0; l < L; l++ {
-				p := fmt.Sprintf("depformer.layers.%d.", l)
-				ps = append(ps,
-					rows(p+"self_attn.in_proj_weight", []int{c.DepQ * 3 * d, d}, s*3*d, (s+1)*3*d),
-					rows(p+"self_attn.out_proj.weight", []int{c.DepQ * d, d}, s*d, (s+1)*d))
-				ps = append(ps, normParts(c.Norm, p+"norm1", d)...)
-				ps = append(ps, normParts(c.Norm, p+"norm2", d)...)
-				if c.DepformerLayerScale != nil {
-					ps = append(ps, whole(p+"layer_scale_1.scale", d), whole(p+"layer_scale_2.scale", d))
-				}
-				ps = append(ps,
-					whole(fmt.Sprintf("%sgating.%d.linear_in.weight", p, s), 2*dh, d),
-					whole(fmt.Sprintf("%sgating.%d.linear_out.weight", p, s), d, dh))
-			}
-			ps = append(ps, whole(fmt.Sprintf("linears.%d.weight", s), c.Card, d))
+		for s, ps := range parts.DepSteps {
 			u := Unit{
 				Name: fmt.Sprintf("dep.%d", s), Kind: KindDepStep, Index: s, Bytes: sumParts(ps), Runs: 1,
 				MatParams: depMat, AttnDim: d, InDim: D, OutDim: c.Card, Launches: 12*L + 4, Parts: ps,
@@ -233,31 +214,9 @@ func NewLM(c *config.LM, depSteps int) (*LM, error) {
 			}
 		}
 	} else if depSteps > 0 {
-		// One shared depformer, run depSteps times per frame.
-		var ps []Part
-		n := 1
-		if c.DepformerMultiLinear {
-			n = depSteps
-		}
-		for s := 0; s < n; s++ {
-			ps = append(ps, depIn(s))
-		}
-		for l := 0; l < L; l++ {
-			p := fmt.Sprintf("depformer.layers.%d.", l)
-			ps = append(ps, whole(p+"self_attn.in_proj_weight", 3*d, d), whole(p+"self_attn.out_proj.weight", d, d))
-			ps = append(ps, normParts(c.Norm, p+"norm1", d)...)
-			ps = append(ps, normParts(c.Norm, p+"norm2", d)...)
-			if c.DepformerLayerScale != nil {
-				ps = append(ps, whole(p+"layer_scale_1.scale", d), whole(p+"layer_scale_2.scale", d))
-			}
-			ps = append(ps, whole(p+"gating.linear_in.weight", 2*dh, d), whole(p+"gating.linear_out.weight", d, dh))
-		}
-		for s := 0; s < depSteps; s++ {
-			ps = append(ps, whole(fmt.Sprintf("linears.%d.weight", s), c.Card, d))
-		}
 		m.Units = append(m.Units, Unit{
-			Name: "depformer", Kind: KindDepformer, Bytes: sumParts(ps), Runs: depSteps,
-			MatParams: depMat, AttnDim: d, InDim: D, OutDim: c.Card, Launches: 12*L + 4, Parts: ps,
+			Name: "depformer", Kind: KindDepformer, Bytes: sumParts(parts.Depformer), Runs: depSteps,
+			MatParams: depMat, AttnDim: d, InDim: D, OutDim: c.Card, Launches: 12*L + 4, Parts: parts.Depformer,
 		})
 	}
 	m.TableBytes = ElemBytes * (int64(c.NQ)*int64(c.Card+1)*int64(D) + int64(c.TextCard+1)*int64(D) +

@@ -1,17 +1,41 @@
-package offload
+package offload_test
 
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/offload"
 )
 
+// The units come from the LM's tensor declaration (lm.Units), so these
+// tests live in the external package.
+
+func cfgOf(t testing.TB, path string) *config.LM {
+	t.Helper()
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &c.LM
+}
+
+func units(t testing.TB, c *config.LM, depSteps int) *offload.LM {
+	t.Helper()
+	u, err := lm.Units(c, depSteps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // unitBytes recomputes the sizes of the units from the shapes in the brief,
-// independently of NewLM.
+// independently of lm.Units.
 func unitBytes(c *config.LM) (layer, head, step int64) {
 	D, d := int64(c.Dim), int64(c.DepformerDim)
 	H := 2 * int64(c.DimFeedforward()) / 3
@@ -30,8 +54,8 @@ func TestUnitsRealShapes(t *testing.T) {
 		{"../testdata/personaplex-7b.config.json", 411058176, 262152192, 166748160, 2 * 3000 * 4096 * 4},
 		{"../testdata/personaplex-1b.config.json", 102768640, 131076096, 0, 2 * 3000 * 2048 * 4},
 	} {
-		c := loadCfg(t, tc.path)
-		lm := newLM(t, c, DefaultDepSteps(c))
+		c := cfgOf(t, tc.path)
+		lm := units(t, c, offload.DefaultDepSteps(c))
 		layer, head, step := unitBytes(c)
 		if tc.step == 0 {
 			tc.step = step
@@ -47,17 +71,17 @@ func TestUnitsRealShapes(t *testing.T) {
 			want := layer
 			switch {
 			case i < c.NumLayers:
-				if u.Kind != KindLayer || u.Name != fmt.Sprintf("layer.%d", i) || u.KVBytes != tc.kv {
+				if u.Kind != offload.KindLayer || u.Name != fmt.Sprintf("layer.%d", i) || u.KVBytes != tc.kv {
 					t.Errorf("%s: unit %d is %s %v, KV %d", tc.path, i, u.Name, u.Kind, u.KVBytes)
 				}
 			case i == c.NumLayers:
 				want = head
-				if u.Kind != KindHead || u.KVBytes != 0 {
+				if u.Kind != offload.KindHead || u.KVBytes != 0 {
 					t.Errorf("%s: unit %d is %s %v", tc.path, i, u.Name, u.Kind)
 				}
 			default:
 				want = step
-				if u.Kind != KindDepStep || u.Index != i-c.NumLayers-1 {
+				if u.Kind != offload.KindDepStep || u.Index != i-c.NumLayers-1 {
 					t.Errorf("%s: unit %d is %s %v", tc.path, i, u.Name, u.Kind)
 				}
 			}
@@ -65,7 +89,7 @@ func TestUnitsRealShapes(t *testing.T) {
 				t.Errorf("%s: %s has %d bytes, want %d", tc.path, u.Name, u.Bytes, want)
 			}
 			if i == 0 || i == c.NumLayers || i == c.NumLayers+1 {
-				fmt.Fprintf(&out, "  %-8s %12d bytes (%s)\n", u.Name, u.Bytes, FormatSize(u.Bytes))
+				fmt.Fprintf(&out, "  %-8s %12d bytes (%s)\n", u.Name, u.Bytes, offload.FormatSize(u.Bytes))
 			}
 		}
 		for i, u := range lm.Skipped {
@@ -83,28 +107,28 @@ func TestUnitsRealShapes(t *testing.T) {
 			t.Errorf("%s: tables %d, want %d", tc.path, lm.TableBytes, tables)
 		}
 		t.Logf("%s: %d units run per frame, %s of weights, KV cache %s (%d layers × %s), embedding tables %s (host)\n%s",
-			tc.path, len(lm.Units), FormatSize(total), FormatSize(int64(c.NumLayers)*tc.kv), c.NumLayers, FormatSize(tc.kv), FormatSize(tables), out.String())
+			tc.path, len(lm.Units), offload.FormatSize(total), offload.FormatSize(int64(c.NumLayers)*tc.kv), c.NumLayers, offload.FormatSize(tc.kv), offload.FormatSize(tables), out.String())
 	}
 }
 
 func TestDepSteps(t *testing.T) {
-	c := loadCfg(t, "../testdata/personaplex-7b.config.json")
-	if lm := newLM(t, c, 16); len(lm.Units) != 32+1+16 || len(lm.Skipped) != 0 {
+	c := cfgOf(t, "../testdata/personaplex-7b.config.json")
+	if lm := units(t, c, 16); len(lm.Units) != 32+1+16 || len(lm.Skipped) != 0 {
 		t.Errorf("16 steps: %d units, %d skipped", len(lm.Units), len(lm.Skipped))
 	}
-	if lm := newLM(t, c, 0); len(lm.Units) != 33 || len(lm.Skipped) != 16 {
+	if lm := units(t, c, 0); len(lm.Units) != 33 || len(lm.Skipped) != 16 {
 		t.Errorf("0 steps: %d units, %d skipped", len(lm.Units), len(lm.Skipped))
 	}
 	for _, n := range []int{-1, 17} {
-		if _, err := NewLM(c, n); err == nil {
-			t.Errorf("NewLM accepted %d depformer steps", n)
+		if _, err := lm.Units(c, n); err == nil {
+			t.Errorf("lm.Units accepted %d depformer steps", n)
 		}
 	}
 	// Without weights per step the depformer is one unit, run once per step.
 	c.DepformerWeightsPerStep = false
-	lm := newLM(t, c, 8)
+	lm := units(t, c, 8)
 	last := lm.Units[len(lm.Units)-1]
-	if len(lm.Units) != 34 || last.Kind != KindDepformer || last.Runs != 8 {
+	if len(lm.Units) != 34 || last.Kind != offload.KindDepformer || last.Runs != 8 {
 		t.Errorf("shared depformer: %d units, last %s runs %d", len(lm.Units), last.Name, last.Runs)
 	}
 }
@@ -113,7 +137,7 @@ func TestDepSteps(t *testing.T) {
 // checkpoint: every tensor a unit names exists with the expected shape, and
 // the packed blob is the parts' rows in order.
 func TestPackTinyCheckpoint(t *testing.T) {
-	c := loadCfg(t, "../testdata/tiny/config.json")
+	c := cfgOf(t, "../testdata/tiny/config.json")
 	f, err := weights.Open("../testdata/tiny/model.safetensors")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +150,7 @@ func TestPackTinyCheckpoint(t *testing.T) {
 		}
 		return tn.Data, nil
 	}
-	lm := newLM(t, c, 16)
+	lm := units(t, c, 16)
 	used := map[string]bool{}
 	for _, u := range lm.Units {
 		blob, spans, err := u.Pack(nil, get)
@@ -143,7 +167,7 @@ func TestPackTinyCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", u.Name, err)
 			}
-			row := int64(p.Cols) * ElemBytes
+			row := int64(p.Cols) * offload.ElemBytes
 			want := tn.Data[int64(p.Row0)*row : int64(p.Row1)*row]
 			if spans[i].Offset != off || !bytes.Equal(blob[off:off+spans[i].Bytes], want) {
 				t.Errorf("%s: part %s rows %d..%d not where its span says", u.Name, p.Tensor, p.Row0, p.Row1)
@@ -166,5 +190,67 @@ func TestPackTinyCheckpoint(t *testing.T) {
 	}
 	if _, _, err := u.Pack(nil, func(n string) ([]byte, error) { return nil, fmt.Errorf("no %s", n) }); err == nil || !strings.Contains(err.Error(), "layer.0") {
 		t.Errorf("missing tensor: %v", err)
+	}
+}
+
+// TestUnitsMatchOldBuilder: the units lm.Units derives from the LM's tensor
+// declaration are exactly those the builder that spelled every name itself
+// (OldNewLM, kept in the tests) produced — names, kinds, bytes, cost-model
+// figures, parts in order — for the 7B, 1.3B and tiny shapes, every number
+// of depformer steps, and the shared depformer (with and without
+// multi-linear), so every plan is unchanged.
+func TestUnitsMatchOldBuilder(t *testing.T) {
+	for _, path := range []string{"../testdata/personaplex-7b.config.json", "../testdata/personaplex-1b.config.json", "../testdata/tiny/config.json"} {
+		base := cfgOf(t, path)
+		for _, shared := range []bool{false, true} {
+			for _, multi := range []bool{base.DepformerMultiLinear, !base.DepformerMultiLinear} {
+				c := *base
+				c.DepformerWeightsPerStep = !shared
+				c.DepformerMultiLinear = multi
+				if !shared && multi != base.DepformerMultiLinear {
+					continue
+				}
+				for _, steps := range []int{0, 1, offload.DefaultDepSteps(&c), c.DepQ} {
+					want, err := offload.OldNewLM(&c, steps)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := units(t, &c, steps)
+					if steps == offload.DefaultDepSteps(&c) {
+						// The accelerate baseline (which names the
+						// checkpoint's modules from the units) and the plan
+						// are unchanged too.
+						fig := offload.DefaultFigures()
+						bg, errG := offload.Accelerate(got, offload.Workload{Batch: 1}, fig, 8<<30)
+						bw, errW := offload.Accelerate(want, offload.Workload{Batch: 1}, fig, 8<<30)
+						if errG != nil || errW != nil || !reflect.DeepEqual(bg, bw) {
+							t.Errorf("%s shared %v: accelerate baselines differ (%v, %v)", path, shared, errG, errW)
+						}
+						if !shared && bg != nil {
+							n := len(bg.Modules)
+							for s := 0; s < c.DepQ; s++ {
+								if name := bg.Modules[n-c.DepQ+s].Name; name != fmt.Sprintf("linears.%d", s) {
+									t.Errorf("%s: accelerate module %d is %q, not linears.%d", path, n-c.DepQ+s, name, s)
+								}
+							}
+						}
+						pg, errG := offload.NewProblem(got, offload.Workload{Batch: 1}, fig, 8<<30, 0).Solve()
+						pw, errW := offload.NewProblem(want, offload.Workload{Batch: 1}, fig, 8<<30, 0).Solve()
+						if errG != nil || errW != nil || !reflect.DeepEqual(pg.Where, pw.Where) || pg.Predict.FrameMs != pw.Predict.FrameMs || pg.Memory != pw.Memory {
+							t.Errorf("%s shared %v: plans differ (%v, %v)", path, shared, errG, errW)
+						}
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("%s shared %v multi-linear %v, %d steps: lm.Units differs from the old builder", path, shared, multi, steps)
+						for i := range min(len(got.Units), len(want.Units)) {
+							if !reflect.DeepEqual(got.Units[i], want.Units[i]) {
+								t.Logf("unit %d: got %+v\nwant %+v", i, got.Units[i], want.Units[i])
+								break
+							}
+						}
+					}
+				}
+			}
+		}
 	}
 }

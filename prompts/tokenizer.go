@@ -14,10 +14,11 @@ package prompts
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
 // defaultUnkSurface is what Decode writes for <unk> unless the model sets
@@ -64,9 +65,14 @@ func (e *Error) Error() string {
 	return e.Path + ": " + e.Msg
 }
 
-// Load reads and parses the SentencePiece model file at path.
+// MaxModelBytes bounds a tokenizer model file (a 32k-piece SentencePiece
+// model is about 0.5 MB).
+const MaxModelBytes = 64 << 20
+
+// Load reads (at most MaxModelBytes) and parses the SentencePiece model
+// file at path.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFileLimit(path, MaxModelBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -130,3 +130,22 @@ func TestFixtureModels(t *testing.T) {
 		})
 	}
 }
+
+// A tokenizer path that is a device or too large is refused before it is
+// read whole (/dev/zero once took 24 GB), naming the file.
+func TestLoadBounded(t *testing.T) {
+	big := t.TempDir() + "/big.model"
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(MaxModelBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for path, want := range map[string]string{"/dev/zero": "is a device", big: "more than the"} {
+		if _, err := Load(path); err == nil || !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s): %v, want %q", path, err, want)
+		}
+	}
+}

@@ -56,9 +56,27 @@ const (
 	maxStorageBytes = 1 << 30
 )
 
+// Limits bound what a voice prompt may hold, checked against the shapes a
+// file declares before anything is allocated for them. The zero value is
+// the package's own bounds only.
+type Limits struct {
+	MaxRows int  // embedding rows (voice-prompt steps); 0: MaxRows
+	Dim     int  // the model dimension the rows must have; 0: any
+	Finite  bool // refuse NaN and infinite embeddings (a run needs them finite; the format carries any float)
+}
+
+// MaxRows bounds the embedding rows of any voice prompt: far above the
+// model's context (3000 steps), far below what a hostile file can declare.
+const MaxRows = 1 << 16
+
 // LoadPT reads a voice prompt `.pt` file written by the reference (or by
 // SavePT). Tensors saved from a GPU (location "cuda:0") load as well.
-func LoadPT(path string) (*Prompt, error) {
+func LoadPT(path string) (*Prompt, error) { return LoadPTLimits(path, Limits{}) }
+
+// LoadPTLimits is LoadPT refusing, before allocating them, embeddings of
+// more rows than l.MaxRows or of another width than l.Dim, and with
+// l.Finite embeddings holding NaN or infinities.
+func LoadPTLimits(path string, l Limits) (*Prompt, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -71,7 +89,7 @@ func LoadPT(path string) (*Prompt, error) {
 	if st.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory, not a .pt file", path)
 	}
-	p, err := decodePT(f, st.Size())
+	p, err := decodePT(f, st.Size(), l)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -81,14 +99,14 @@ func LoadPT(path string) (*Prompt, error) {
 // DecodePT is LoadPT for a file held in memory; name is used in error
 // messages.
 func DecodePT(data []byte, name string) (*Prompt, error) {
-	p, err := decodePT(bytes.NewReader(data), int64(len(data)))
+	p, err := decodePT(bytes.NewReader(data), int64(len(data)), Limits{})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return p, nil
 }
 
-func decodePT(r io.ReaderAt, size int64) (p *Prompt, err error) {
+func decodePT(r io.ReaderAt, size int64, l Limits) (p *Prompt, err error) {
 	var magic [4]byte
 	if n, _ := r.ReadAt(magic[:], 0); n < 4 || string(magic[:]) != "PK\x03\x04" {
 		if n >= 1 && magic[0] == 0x80 {
@@ -134,7 +152,7 @@ func decodePT(r io.ReaderAt, size int64) (p *Prompt, err error) {
 			return nil, err
 		}
 	}
-	return toPrompt(obj)
+	return toPrompt(obj, l)
 }
 
 // readEntry reads a whole zip entry of at most limit bytes (the CRC is
@@ -496,7 +514,7 @@ func dictKeys(obj any) []string {
 	return keys
 }
 
-func toPrompt(obj any) (*Prompt, error) {
+func toPrompt(obj any, l Limits) (*Prompt, error) {
 	get := func(key string) (*tensor, error) {
 		v, ok, err := dictGet(obj, key)
 		if err != nil {
@@ -546,9 +564,26 @@ func toPrompt(obj any) (*Prompt, error) {
 	default:
 		return nil, fmt.Errorf("\"embeddings\" is %s, want a floating-point tensor", emb.st.dt.name)
 	}
+	maxRows := l.MaxRows
+	if maxRows <= 0 || maxRows > MaxRows {
+		maxRows = MaxRows
+	}
+	switch {
+	case s[0] > int64(maxRows):
+		return nil, fmt.Errorf("\"embeddings\" has %d rows (voice-prompt steps), more than the %d allowed (the model's context)", s[0], maxRows)
+	case l.Dim > 0 && s[3] != int64(l.Dim):
+		return nil, fmt.Errorf("voice embeddings have dimension %d, the model's dim is %d", s[3], l.Dim)
+	case s[3] > 1<<16:
+		return nil, fmt.Errorf("\"embeddings\" rows of %d values: no model is that wide", s[3])
+	}
 	n, dim := int(s[0]), int(s[3])
 	flat := make([]float32, n*dim)
 	emb.forEach(func(i int, idx int64) { flat[i] = conv(emb.st.data, idx) })
+	for i, v := range flat {
+		if l.Finite && (math.IsNaN(float64(v)) || math.IsInf(float64(v), 0)) {
+			return nil, fmt.Errorf("\"embeddings\" row %d holds %v: not a usable voice prompt", i/dim, v)
+		}
+	}
 	p := &Prompt{Embeddings: make([][]float32, n)}
 	for r := range p.Embeddings {
 		p.Embeddings[r] = flat[r*dim : (r+1)*dim : (r+1)*dim]

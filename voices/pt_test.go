@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -470,5 +471,42 @@ func TestLoadHalfEmbeddings(t *testing.T) {
 	}
 	if p.Embeddings[0][0] != 1 || p.Embeddings[0][1] != -2 || p.Embeddings[23][63] != -2 {
 		t.Errorf("got %v … %v", p.Embeddings[0][:2], p.Embeddings[23][63])
+	}
+}
+
+// A file declaring more rows than allowed (a 1 MB zip once declared 4M rows
+// over a zero-stride storage: 8 GB) is refused before anything is
+// allocated; so is a width other than the model's; NaN and infinite
+// embeddings are refused when a run asks for finite ones.
+func TestLoadPTLimits(t *testing.T) {
+	p, err := LoadPT(tinyPT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, dim := len(p.Embeddings), len(p.Embeddings[0])
+	if _, err := LoadPTLimits(tinyPT, Limits{MaxRows: rows, Dim: dim, Finite: true}); err != nil {
+		t.Fatalf("within the limits: %v", err)
+	}
+	for l, want := range map[Limits]string{
+		{MaxRows: rows - 1}: fmt.Sprintf("has %d rows", rows),
+		{Dim: dim + 1}:      fmt.Sprintf("dimension %d, the model's dim is %d", dim, dim+1),
+	} {
+		if _, err := LoadPTLimits(tinyPT, l); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), tinyPT+": ") {
+			t.Errorf("%+v: %v, want %q", l, err, want)
+		}
+	}
+	dir := t.TempDir()
+	for i, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		q := &Prompt{Embeddings: [][]float32{{1, 2}, {3, bad}}, Cache: p.Cache}
+		path := filepath.Join(dir, fmt.Sprintf("bad%d.pt", i))
+		if err := SavePT(path, q); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadPTLimits(path, Limits{Finite: true}); err == nil || !strings.Contains(err.Error(), "row 1 holds") {
+			t.Errorf("%v embedding: %v", bad, err)
+		}
+		if _, err := LoadPT(path); err != nil {
+			t.Errorf("the format carries %v: %v", bad, err)
+		}
 	}
 }

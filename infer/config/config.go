@@ -7,9 +7,16 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+
 	"github.com/pp-offline/pp-offline/internal/fileio"
-	"os"
+	"github.com/pp-offline/pp-offline/internal/suggest"
 )
 
 // Seanet holds the SEANet encoder/decoder constructor arguments.
@@ -168,13 +175,39 @@ func Default() *Config {
 	}
 }
 
+// MaxFileBytes bounds a config file (the real one is about 2 KB).
+const MaxFileBytes = 1 << 20
+
+// ignoredKeys are keys of the Hugging Face repos' config.json that name
+// files or generation settings, not the model's shape: the reference's
+// loaders read them elsewhere, and so do we (or not at all).
+var ignoredKeys = map[string]bool{
+	"model_type": true, "model_id": true, "moshi_name": true, "mimi_name": true, "tokenizer_name": true,
+	"lora_name": true, "lm_gen_config": true, "stt_config": true, "tts_config": true,
+}
+
 // Parse reads a config in the flat schema. Missing fields take the values of
 // the real model; a missing "mimi" object (or missing field in it) those of
-// the real Mimi.
+// the real Mimi. Unknown keys (with the nearest known one suggested), null
+// objects, trailing data and values outside what the code supports are
+// errors.
 func Parse(data []byte) (*Config, error) {
-	c := Default() // fields absent from the file keep the real model's values
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%d bytes, more than a model config's %d", len(data), MaxFileBytes)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(c); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("data after the config object")
+	}
+	if err := checkKeys(raw, reflect.TypeOf(Config{}), ""); err != nil {
+		return nil, err
+	}
+	c := Default() // fields absent from the file keep the real model's values
+	if err := json.Unmarshal(raw, c); err != nil {
 		return nil, err
 	}
 	if c.Mimi == nil { // "mimi": null
@@ -186,11 +219,80 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// Load reads and validates a config file; errors name the file.
+// checkKeys checks that data is a JSON object whose keys are fields of t
+// (recursively into nested objects), naming the first unknown key and the
+// known one nearest to it.
+func checkKeys(data []byte, t reflect.Type, path string) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		if path == "" {
+			path = "the config"
+		}
+		if err != nil {
+			var ute *json.UnmarshalTypeError
+			if !errors.As(err, &ute) {
+				return err
+			}
+		}
+		return fmt.Errorf("%s must be a JSON object", path)
+	}
+	fields := map[string]reflect.Type{}
+	collectFields(t, fields)
+	var names []string
+	for n := range fields {
+		names = append(names, n)
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ft, ok := fields[k]
+		if !ok {
+			if path == "" && ignoredKeys[k] {
+				continue
+			}
+			msg := fmt.Sprintf("unknown key %q", path+k)
+			if s := suggest.Closest(k, names); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", path+s)
+			}
+			return errors.New(msg)
+		}
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && string(bytes.TrimSpace(obj[k])) != "null" {
+			if err := checkKeys(obj[k], ft, path+k+"."); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// collectFields maps the JSON names of t's fields (embedded structs
+// flattened) to their types.
+func collectFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous {
+			collectFields(f.Type, out)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = f.Type
+		}
+	}
+}
+
+// Load reads and validates a config file (at most MaxFileBytes); errors
+// name the file.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFileLimit(path, MaxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, fileio.PathErr(err))
+		return nil, err
 	}
 	c, err := Parse(data)
 	if err != nil {
@@ -199,10 +301,41 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
+// Bounds on the shape a config may declare: generous above every known
+// Moshi / PersonaPlex model, small enough that what they size is
+// allocatable (a dim of 65536 or a delay of 1e9 is a typo, not a model).
+const (
+	maxDim     = 32768
+	maxLayers  = 1024
+	maxHeads   = 1024
+	maxContext = 1 << 20
+	maxCard    = 1 << 22
+	maxStreams = 256
+	maxDelay   = 4096
+)
+
 // Validate checks the values the code relies on.
 func (c *Config) Validate() error {
 	l := &c.LM
 	switch {
+	case l.Dim > maxDim || l.DepformerDim > maxDim || (c.Mimi != nil && c.Mimi.Transformer.DModel > maxDim):
+		return fmt.Errorf("a model dimension above %d is not supported", maxDim)
+	case l.NumLayers > maxLayers || l.DepformerNumLayers > maxLayers || l.NumHeads > maxHeads || l.DepformerNumHeads > maxHeads:
+		return fmt.Errorf("more than %d layers or heads is not supported", maxLayers)
+	case l.Context > maxContext:
+		return fmt.Errorf("context %d is above the supported %d", l.Context, maxContext)
+	case l.Card > maxCard || l.TextCard > maxCard:
+		return fmt.Errorf("card and text_card must be at most %d", maxCard)
+	case l.NQ > maxStreams || l.NQ < 0:
+		return fmt.Errorf("n_q %d must be in 0..%d", l.NQ, maxStreams)
+	case l.HiddenScale <= 0 || l.HiddenScale > 64 || math.IsNaN(l.HiddenScale):
+		return fmt.Errorf("hidden_scale %g must be in (0, 64]", l.HiddenScale)
+	case l.DepformerDimFeedforward < 0 || l.DepformerDimFeedforward > 64*maxDim:
+		return fmt.Errorf("depformer_dim_feedforward %d is out of range", l.DepformerDimFeedforward)
+	case !(l.MaxPeriod > 0) || (l.DepformerPosEmb == "rope" && !(l.DepformerMaxPeriod > 0)):
+		return fmt.Errorf("max_period must be positive")
+	case l.ExistingTextPaddingID < 0 || (l.TextCard > 0 && l.ExistingTextPaddingID >= l.TextCard):
+		return fmt.Errorf("existing_text_padding_id %d must be a token of the text vocabulary (0..%d)", l.ExistingTextPaddingID, l.TextCard-1)
 	case l.Dim <= 0 || l.NumHeads <= 0 || l.Dim%l.NumHeads != 0:
 		return fmt.Errorf("dim %d must be a positive multiple of num_heads %d", l.Dim, l.NumHeads)
 	case l.NumLayers <= 0:
@@ -219,12 +352,33 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("depformer_dim %d must be a positive multiple of depformer_num_heads %d", l.DepformerDim, l.DepformerNumHeads)
 	}
 	for _, d := range l.Delays {
-		if d < 0 {
-			return fmt.Errorf("delays must not be negative")
+		if d < 0 || d > maxDelay {
+			return fmt.Errorf("delays must be in 0..%d", maxDelay)
 		}
 	}
 	if m := c.Mimi; m != nil {
+		ratios := 1
+		for _, r := range m.Seanet.Ratios {
+			if r <= 0 || r > 64 {
+				return fmt.Errorf("mimi: seanet.ratios must be in 1..64")
+			}
+			ratios *= r
+		}
 		switch {
+		case m.SampleRate > 384000 || m.FrameRate < 1 || m.FrameRate > 1000 || math.IsNaN(m.FrameRate):
+			return fmt.Errorf("mimi: sample_rate %d / frame_rate %g out of range (at most 384000 Hz, 1..1000 frames/s)", m.SampleRate, m.FrameRate)
+		case ratios > 1<<16:
+			return fmt.Errorf("mimi: seanet.ratios multiply to %d, above %d", ratios, 1<<16)
+		case m.Seanet.Dimension <= 0 || m.Seanet.Dimension > maxDim || m.Seanet.NFilters <= 0 || m.Seanet.NFilters > maxDim:
+			return fmt.Errorf("mimi: seanet.dimension and n_filters must be in 1..%d", maxDim)
+		case m.Quantizer.NQ > maxStreams || m.Quantizer.Bins <= 0 || m.Quantizer.Bins > maxCard:
+			return fmt.Errorf("mimi: quantizer.n_q must be at most %d and bins in 1..%d", maxStreams, maxCard)
+		case m.Transformer.Context <= 0 || m.Transformer.Context > maxContext:
+			return fmt.Errorf("mimi: transformer.context must be in 1..%d", maxContext)
+		case m.Transformer.NumLayers < 0 || m.Transformer.NumLayers > maxLayers || m.Transformer.NumHeads <= 0 || m.Transformer.NumHeads > maxHeads:
+			return fmt.Errorf("mimi: transformer.num_layers and num_heads out of range")
+		case m.Transformer.PosEmb == "rope" && !(m.Transformer.MaxPeriod > 0):
+			return fmt.Errorf("mimi: transformer.max_period must be positive")
 		case m.SampleRate <= 0 || m.FrameRate <= 0:
 			return fmt.Errorf("mimi: sample_rate and frame_rate must be positive")
 		case m.NumCodebooks <= 0 || m.NumCodebooks > m.Quantizer.NQ:

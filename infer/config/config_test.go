@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -50,6 +51,30 @@ func TestInvalidConfigs(t *testing.T) {
 		{`{"dim": "x"}`, "cannot unmarshal"},
 		{`{"mimi": {"sample_rate": 0}}`, "sample_rate"},
 		{`{"mimi": {"num_codebooks": 4}}`, "does not fit the LM"},
+		// Unknown keys, with the nearest known one.
+		{`{"num_layer": 3}`, `unknown key "num_layer" (did you mean "num_layers"?)`},
+		{`{"mimi": {"seanet": {"ratio": [8]}}}`, `unknown key "mimi.seanet.ratio" (did you mean "mimi.seanet.ratios"?)`},
+		{`{"mimi": {"transformr": {}}}`, `unknown key "mimi.transformr" (did you mean "mimi.transformer"?)`},
+		{`{"zzz": 1}`, `unknown key "zzz"`},
+		// Not one object.
+		{`null`, "must be a JSON object"},
+		{`[1, 2]`, "must be a JSON object"},
+		{`{"dim": 4096} {"dim": 2048}`, "data after the config object"},
+		{`{"dim": 4096} x`, "data after the config object"},
+		{`{"mimi": {"seanet": null, "quantizer": 3}}`, "must be a JSON object"},
+		// Values the code cannot use.
+		{`{"max_period": 0}`, "max_period must be positive"},
+		{`{"max_period": -5}`, "max_period must be positive"},
+		{`{"existing_text_padding_id": 32000}`, "existing_text_padding_id 32000"},
+		{`{"existing_text_padding_id": -1}`, "existing_text_padding_id -1"},
+		{`{"dim": 65536, "num_heads": 32}`, "dimension above"},
+		{`{"delays": [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1000000000]}`, "delays must be in 0..4096"},
+		{`{"context": 1000000000}`, "context 1000000000"},
+		{`{"num_layers": 100000}`, "layers or heads"},
+		{`{"hidden_scale": 0}`, "hidden_scale"},
+		{`{"mimi": {"seanet": {"ratios": [8, 0]}}}`, "seanet.ratios must be in 1..64"},
+		{`{"mimi": {"frame_rate": 0.001}}`, "frame_rate"},
+		{`{"mimi": {"transformer": {"context": 0}}}`, "transformer.context"},
 	} {
 		_, err := Parse([]byte(c.js))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -61,4 +86,49 @@ func TestInvalidConfigs(t *testing.T) {
 	if _, err := Load(p); err == nil || !strings.HasPrefix(err.Error(), p+": not a valid model config") {
 		t.Errorf("Load error %v", err)
 	}
+	// Every error names the file; the file is bounded before it is read.
+	big := t.TempDir() + "/big.json"
+	os.WriteFile(big, bytes.Repeat([]byte(" "), MaxFileBytes+1), 0o644)
+	for path, want := range map[string]string{
+		big:         "more than the",
+		"/dev/zero": "is a device",
+		t.TempDir(): "is a directory",
+	} {
+		if _, err := Load(path); err == nil || !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s): %v, want %q", path, err, want)
+		}
+	}
+}
+
+// The keys of the hub repos' config.json that name files or generation
+// settings are not model fields, and are accepted (ignored) at the top level.
+func TestIgnoredKeys(t *testing.T) {
+	c, err := Parse([]byte(`{"model_type": "moshi", "moshi_name": "model.safetensors", "lm_gen_config": {"temp": 0.8}, "dim": 4096}`))
+	if err != nil || c.Dim != 4096 {
+		t.Fatalf("%v", err)
+	}
+	if _, err := Parse([]byte(`{"mimi": {"model_type": "x"}}`)); err == nil {
+		t.Fatal("model_type accepted inside mimi")
+	}
+}
+
+// Parse never panics and either returns a config that validates or an
+// error, whatever the bytes.
+func FuzzParse(f *testing.F) {
+	for _, p := range []string{"../../testdata/tiny/config.json", "../../testdata/personaplex-7b.config.json", "../../testdata/personaplex-1b.config.json"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"num_layer": 3}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config that does not validate: %v", err)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package lm
 
 import (
+	"context"
 	"time"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
@@ -43,6 +44,8 @@ type Engine struct {
 	one   [1]*Gen // a step of one conversation, without allocation
 	oneIn [1]Input
 
+	ctx context.Context // SetContext
+
 	temporalBytes int64
 }
 
@@ -61,6 +64,15 @@ func NewEngine(m *Model, be backend.Backend, w Weights) *Engine {
 // weights (tests, tools).
 func NewGen(m *Model, be backend.Backend, opt GenOptions) *Gen {
 	return NewEngine(m, be, nil).NewGen(opt)
+}
+
+// SetContext makes Step stop when ctx is cancelled: between the layers of
+// a pass (a long prefill included), returning ctx.Err(). The conversations
+// of a cancelled step are left in no usable state.
+func (e *Engine) SetContext(ctx context.Context) {
+	e.ctx = ctx
+	cancelled := func() bool { return ctx.Err() != nil }
+	e.tsc.Cancelled, e.dsc.Cancelled = cancelled, cancelled
 }
 
 // Backend is the backend the engine computes on.
@@ -95,8 +107,9 @@ func (e *Engine) ensure(n, passRows int) {
 
 // Step runs one LMGen step for every conversation in lockstep:
 // gens[i] is given ins[i]. Afterwards gens[i].Output() is what its step
-// returned. A conversation appears at most once.
-func (e *Engine) Step(gens []*Gen, ins []Input) {
+// returned. A conversation appears at most once. The error is the
+// context's (SetContext), when it was cancelled.
+func (e *Engine) Step(gens []*Gen, ins []Input) error {
 	if len(gens) != len(ins) {
 		panic("lm: Step: one input per conversation")
 	}
@@ -123,11 +136,23 @@ func (e *Engine) Step(gens []*Gen, ins []Input) {
 	e.dec = dec
 	if len(dec) > 0 {
 		e.pass(dec, passRows)
+		if err := e.cancelled(); err != nil {
+			clear(e.dec[:cap(e.dec)])
+			return err
+		}
 		for _, g := range dec {
 			g.finish()
 		}
 	}
 	clear(e.dec[:cap(e.dec)])
+	return nil
+}
+
+func (e *Engine) cancelled() error {
+	if e.ctx == nil {
+		return nil
+	}
+	return e.ctx.Err()
 }
 
 // input writes g's transformer input of this step into dst (one row): the
@@ -172,6 +197,10 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 	t0 := time.Now()
 	e.m.Transformer.Forward(e.tsc, w, x, parts, true)
 	t1 := time.Now()
+	if e.cancelled() != nil {
+		w.EndPass()
+		return
+	}
 
 	// The head: out_norm feeds the text head and the depformer; a
 	// conversation that needs neither (all provided, Full off) skips it.

@@ -287,8 +287,11 @@ func (g *Gen) Step(userCodes []int) (out []int, ok bool) {
 func (g *Gen) StepInput(in Input) (out []int, ok bool) {
 	e := g.e
 	e.one[0], e.oneIn[0] = g, in
-	e.Step(e.one[:], e.oneIn[:])
+	err := e.Step(e.one[:], e.oneIn[:])
 	e.one[0], e.oneIn[0] = nil, Input{}
+	if err != nil {
+		return nil, false
+	}
 	return g.Output()
 }
 

@@ -1,11 +1,14 @@
 package lm
 
 import (
+	"context"
+	"errors"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
+	"github.com/pp-offline/pp-offline/infer/nn"
 )
 
 // rec is one traced step.
@@ -362,4 +365,46 @@ func TestVoicePromptSaving(t *testing.T) {
 		t.Fatalf("cache %v, the .pt has %v", cache, wantC)
 	}
 	t.Logf("embeddings rel err %g, cache equal", worst)
+}
+
+// cancelAt is the host weights, cancelling a context when layer `at` is
+// acquired and counting the layers acquired.
+type cancelAt struct {
+	Weights
+	at, acquired int
+	cancel       func()
+}
+
+func (c *cancelAt) AcquireLayer(i int) *nn.Layer {
+	c.acquired++
+	if i == c.at {
+		c.cancel()
+	}
+	return c.Weights.AcquireLayer(i)
+}
+
+// A cancelled context stops a step within a layer, a long prefill
+// included: Step returns the context's error and no further layer is
+// computed.
+func TestStepCancelledWithinALayer(t *testing.T) {
+	m := tinyModel(t, "model.safetensors")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &cancelAt{Weights: m.HostWeights(), at: 0, cancel: cancel}
+	e := NewEngine(m, testBE, w)
+	e.SetContext(ctx)
+	g := e.NewGen(GenOptions{})
+	if err := g.QueueSystemPrompts(SystemPrompt{VoiceEmbeddings: nil, TextIDs: textPromptIDs(t, "run_pt")}); err != nil {
+		t.Fatal(err)
+	}
+	if g.Pending() == 0 {
+		t.Fatal("nothing queued")
+	}
+	user := codes(t, tiny+"expected/mimi/mimi_encode.safetensors")
+	err := e.Step([]*Gen{g}, []Input{{User: user[0]}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Step: %v, want context.Canceled", err)
+	}
+	if w.acquired != 1 {
+		t.Fatalf("%d layers acquired after the cancel at layer 0", w.acquired)
+	}
 }

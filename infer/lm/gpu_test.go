@@ -30,7 +30,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 	} {
 		m := tinyModel(t, sc.file)
 		want, _ := runTraced(t, m, GenOptions{}, sc.scenario)
-		units, err := offload.NewLM(&m.Cfg, offload.DefaultDepSteps(&m.Cfg))
+		units, err := Units(&m.Cfg, offload.DefaultDepSteps(&m.Cfg))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -254,3 +254,7 @@ func (m *Model) TemporalBytes() int64 {
 	}
 	return n
 }
+
+// CheckFile reports an error when the mapped checkpoint shrank under the
+// running job (see weights.File.CheckIntact).
+func (m *Model) CheckFile() error { return m.file.CheckIntact() }

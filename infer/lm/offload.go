@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
+	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
 	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
 // Placed is a Weights that executes an offload plan: it packs the model's
-// units (offload.NewLM: each temporal layer, the head, each depformer step
+// units (Units: each temporal layer, the head, each depformer step
 // run per frame) once, runs the plan's memory side on a simulated device
 // (offload.Runtime: resident units uploaded once, streamed ones copied into
 // staging slots ahead of use, CPU ones left in host memory) and, as a pass
@@ -28,7 +30,7 @@ import (
 type Placed struct {
 	m    *Model
 	plan *offload.Plan
-	dev  *offload.SimDevice
+	dev  offload.Device
 	rt   *offload.Runtime
 
 	nLayers, nDep int
@@ -95,7 +97,7 @@ func NewSim(m *Model, o SimOptions) (*Placed, error) {
 	if depSteps == 0 {
 		depSteps = offload.DefaultDepSteps(&m.Cfg)
 	}
-	units, err := offload.NewLM(&m.Cfg, depSteps)
+	units, err := Units(&m.Cfg, depSteps)
 	if err != nil {
 		return nil, fmt.Errorf("offload: %w", err)
 	}
@@ -123,7 +125,7 @@ func NewSim(m *Model, o SimOptions) (*Placed, error) {
 // depformer steps) from the checkpoint the model was loaded from and starts
 // the offload runtime for plan on dev. It fails, without exceeding the
 // device's budget, when the plan does not fit.
-func NewPlaced(m *Model, plan *offload.Plan, dev *offload.SimDevice) (*Placed, error) {
+func NewPlaced(m *Model, plan *offload.Plan, dev offload.Device) (*Placed, error) {
 	if m.file == nil {
 		return nil, fmt.Errorf("offload: the model has no checkpoint to pack units from")
 	}
@@ -178,7 +180,7 @@ func NewPlaced(m *Model, plan *offload.Plan, dev *offload.SimDevice) (*Placed, e
 		p.binds[i] = b
 		// Bind once from the host bytes: checks every shape now, and
 		// allocates the norm buffers that later binds reuse.
-		if err := p.bind(i, blob); err != nil {
+		if err := p.bind(i, offload.View{Len: int64(len(blob)), Host: blob}); err != nil {
 			return nil, fmt.Errorf("offload: %s: %w", u.Name, err)
 		}
 	}
@@ -188,6 +190,89 @@ func NewPlaced(m *Model, plan *offload.Plan, dev *offload.SimDevice) (*Placed, e
 	}
 	p.rt = rt
 	return p, nil
+}
+
+// Units derives the offload units of the LM described by c, with depSteps
+// depformer steps run per frame (offload.DefaultDepSteps in offline
+// inference), from the model's own tensor declaration: each temporal
+// layer's tensors are nn's LayerTensors, the head's HeadTensors, each
+// depformer step's StepTensors (its slice of every depformer layer, in a
+// checkpoint holding all dep_q steps; an 8-step checkpoint's are expanded at
+// packing). Each declared tensor is one offload.Part (the rows of it the
+// unit uses); offload adds the cost model's figures. Only the config is
+// read: no checkpoint is needed.
+func Units(c *config.LM, depSteps int) (*offload.LM, error) {
+	if err := offload.CheckLM(c, depSteps); err != nil {
+		return nil, err
+	}
+	parts, err := unitParts(c, depSteps)
+	if err != nil {
+		return nil, err
+	}
+	return offload.NewLM(c, depSteps, parts)
+}
+
+// unitParts lists the tensors of each unit from the model's declaration
+// (bound to throw-away fields: only names and shapes are read).
+func unitParts(c *config.LM, depSteps int) (offload.LMParts, error) {
+	var out offload.LMParts
+	m := &Model{Cfg: *c}
+	tr, err := nn.NewTransformer(m.temporalConfig())
+	if err != nil {
+		return out, fmt.Errorf("transformer: %v", err)
+	}
+	for i := 0; i < c.NumLayers; i++ {
+		out.Layers = append(out.Layers, refParts(tr.LayerTensors(&nn.Layer{}, "transformer", i, -1, 0)))
+	}
+	var norm backend.Norm
+	var lin *backend.Weight
+	out.Head = refParts(m.HeadTensors(&norm, &lin, c.TextCard))
+	// The depformer's declaration is per step; without weights per step
+	// (a shape the LM itself does not run, but the planner models) the
+	// shared unit takes its projections from the steps' declarations and
+	// its layers unsliced.
+	pc := *c
+	pc.DepformerWeightsPerStep = true
+	d, err := newDepformer(&pc)
+	if err != nil {
+		return out, err
+	}
+	if c.DepformerWeightsPerStep {
+		for s := 0; s < c.DepQ; s++ {
+			out.DepSteps = append(out.DepSteps, refParts(d.StepTensors(c, &DepStep{}, s, c.DepQ)))
+		}
+		return out, nil
+	}
+	if depSteps == 0 {
+		return out, nil
+	}
+	steps := make([][]offload.Part, depSteps)
+	for s := range steps {
+		steps[s] = refParts(d.StepTensors(c, &DepStep{}, s, c.DepQ))
+	}
+	n := 1
+	if c.DepformerMultiLinear {
+		n = depSteps
+	}
+	for s := 0; s < n; s++ {
+		out.Depformer = append(out.Depformer, steps[s][0]) // depformer_in
+	}
+	for l := 0; l < c.DepformerNumLayers; l++ {
+		out.Depformer = append(out.Depformer, refParts(d.Tr.LayerTensors(&nn.Layer{}, "depformer", l, -1, 0))...)
+	}
+	for s := range steps {
+		out.Depformer = append(out.Depformer, steps[s][len(steps[s])-1]) // linears
+	}
+	return out, nil
+}
+
+// refParts is one offload.Part per declared tensor: the rows of it used.
+func refParts(refs []nn.TensorRef) []offload.Part {
+	ps := make([]offload.Part, len(refs))
+	for k, r := range refs {
+		ps[k] = offload.Part{Tensor: r.Name, Shape: r.Shape, Row0: r.Row0, Row1: r.Row0 + r.Rows, Cols: r.Cols}
+	}
+	return ps
 }
 
 // packGetter returns the raw bytes of a checkpoint tensor for Unit.Pack,
@@ -248,14 +333,27 @@ func newBinding(u offload.Unit, spans []offload.Span, refs []nn.TensorRef) (bind
 	return b, nil
 }
 
-// bind points unit u's weights (p.layers, p.head or p.deps) at view.
-func (p *Placed) bind(u int, view []byte) error {
+// bind points unit u's weights (p.layers, p.head or p.deps) at v: each
+// weight's Host at its span of v.Host (of the packed host bytes, equal, when
+// the device's memory is not host-visible), and its Dev at v.Buf, offset
+// to the span, when the unit lies in device memory (so that a device
+// backend computes from there).
+func (p *Placed) bind(u int, v offload.View) error {
 	b := &p.binds[u]
+	host := v.Host
+	if host == nil {
+		host = p.host[u]
+	}
 	for k := range b.ts {
 		sp := b.spans[b.parts[k]]
-		b.ts[k].Data = view[sp.Offset : sp.Offset+sp.Bytes : sp.Offset+sp.Bytes]
+		b.ts[k].Data = host[sp.Offset : sp.Offset+sp.Bytes : sp.Offset+sp.Bytes]
 		if err := nn.BindTensor(b.refs[k], &b.ts[k]); err != nil {
 			return err
+		}
+		w := *b.refs[k].Dst
+		w.Dev, w.DevOffset = v.Buf, 0
+		if v.Buf != nil {
+			w.DevOffset = v.Off + sp.Offset
 		}
 	}
 	return nil
@@ -373,8 +471,8 @@ func (p *Placed) Err() error { return p.err }
 // Plan is the plan executed.
 func (p *Placed) Plan() *offload.Plan { return p.plan }
 
-// Device is the simulated device.
-func (p *Placed) Device() *offload.SimDevice { return p.dev }
+// Device is the device the plan runs on.
+func (p *Placed) Device() offload.Device { return p.dev }
 
 // Timeline is the runtime's record so far (transfers, computes, the
 // device's peak).

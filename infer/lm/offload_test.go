@@ -1,6 +1,7 @@
 package lm
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -110,7 +112,7 @@ func testFigures(t testing.TB) offload.Figures {
 const testWorkspace = 64 << 10
 
 func tinyUnits(t testing.TB, m *Model, depSteps int) *offload.LM {
-	u, err := offload.NewLM(&m.Cfg, depSteps)
+	u, err := Units(&m.Cfg, depSteps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +434,7 @@ func TestPlacedRefusals(t *testing.T) {
 	}
 	other := m.Cfg
 	other.NumLayers = 3
-	ou, err := offload.NewLM(&other, 8)
+	ou, err := Units(&other, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,5 +460,42 @@ func TestCompactNames(t *testing.T) {
 		if got := CompactNames(c.in); got != c.want {
 			t.Errorf("CompactNames(%v) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// TestPlacedBindsDeviceView: a unit on the device is bound with Dev (the
+// runtime's buffer) and DevOffset (its span there) beside Host (the same
+// bytes, host-visible on the simulated device); a CPU unit has no Dev. The
+// bytes at Dev+DevOffset are the weight's Host bytes.
+func TestPlacedBindsDeviceView(t *testing.T) {
+	m := tinyModel(t, "model.safetensors")
+	units := tinyUnits(t, m, offload.DefaultDepSteps(&m.Cfg))
+	where := allOf(len(units.Units), offload.CPU)
+	where[0], where[1] = offload.Resident, offload.Streamed
+	pl := placedFor(t, m, units, testFigures(t), where)
+	pl.BeginPass()
+	for i := 0; i < m.Cfg.NumLayers; i++ {
+		l := pl.AcquireLayer(i)
+		for _, w := range []*backend.Weight{l.InProj, l.OutProj, l.Norm1.W, l.GateOut} {
+			if i >= 2 {
+				if w.Dev != nil {
+					t.Errorf("layer %d (CPU): %s bound to a device buffer", i, w.Name)
+				}
+				continue
+			}
+			b, ok := w.Dev.(*offload.SimBuffer)
+			if !ok {
+				t.Fatalf("layer %d (%s): %s has no device buffer (%T)", i, where[i], w.Name, w.Dev)
+			}
+			n := int64(len(w.Host))
+			if n != w.Bytes() || !bytes.Equal(b.Bytes()[w.DevOffset:w.DevOffset+n], w.Host) || &b.Bytes()[w.DevOffset] != &w.Host[0] {
+				t.Errorf("layer %d: %s's Dev+DevOffset (%d) is not its Host bytes", i, w.Name, w.DevOffset)
+			}
+		}
+		pl.ReleaseLayer(i)
+	}
+	pl.EndPass()
+	if err := pl.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

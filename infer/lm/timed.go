@@ -9,7 +9,7 @@ import (
 // Timed is a Weights that measures the compute of every unit: the wall time
 // from the return of its Acquire to its Release, on top of another Weights
 // (what `pp-offline tune` compares with the cost model). Units are indexed
-// as offload.NewLM orders them: layers 0..N−1, the head N, depformer step j
+// as Units orders them: layers 0..N−1, the head N, depformer step j
 // at N+1+j.
 type Timed struct {
 	Weights

@@ -539,3 +539,7 @@ func (d *Decoder) Upsampled() []float32 { return d.upsampled }
 
 // TransformerOut is the last frame's decoder transformer output, like Upsampled.
 func (d *Decoder) TransformerOut() []float32 { return d.trOut }
+
+// CheckFile reports an error when the mapped checkpoint shrank under the
+// running job (see weights.File.CheckIntact).
+func (m *Model) CheckFile() error { return m.file.CheckIntact() }

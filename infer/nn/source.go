@@ -46,6 +46,11 @@ type Scratch struct {
 	pos                []int
 	seqs               []backend.Seq
 	rope               *backend.Rope
+
+	// Cancelled, when set, is asked before every layer: true stops the
+	// pass there (the states it touched are then unusable; the caller is
+	// abandoning them), so that a long prefill stops within a layer.
+	Cancelled func() bool
 }
 
 // NewScratch prepares scratch for t on be (grown on demand).
@@ -112,6 +117,9 @@ func (t *Transformer) Forward(sc *Scratch, src LayerSource, x backend.Acts, part
 		panic("nn: the parts do not cover the batch")
 	}
 	for li := 0; li < t.Cfg.NumLayers; li++ {
+		if sc.Cancelled != nil && sc.Cancelled() {
+			return
+		}
 		l := src.AcquireLayer(li)
 		// Self-attention block.
 		be.Norm(h, x, &l.Norm1)

@@ -74,6 +74,7 @@ type File struct {
 	Metadata map[string]string
 	data     []byte
 	mapped   bool
+	opened   os.FileInfo // the file as mapped (CheckIntact)
 	tensors  map[string]*Tensor
 	names    []string
 }
@@ -105,7 +106,7 @@ func Open(path string) (*File, error) {
 		unix.Munmap(data)
 		return nil, err
 	}
-	f.mapped = true
+	f.mapped, f.opened = true, st
 	return f, nil
 }
 

@@ -174,3 +174,46 @@ func TestRandomDeterministicAndScaled(t *testing.T) {
 		}
 	}
 }
+
+// A mapped file truncated in place is reported by CheckIntact (before a read
+// past its end faults); one replaced by a new file is not (the mapping keeps
+// the old inode).
+func TestCheckIntact(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../testdata/tiny/mimi.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "m.safetensors")
+	os.WriteFile(p, src, 0o644)
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.CheckIntact(); err != nil {
+		t.Fatal(err)
+	}
+	repl := filepath.Join(dir, "new")
+	os.WriteFile(repl, src[:100], 0o644)
+	os.Rename(repl, p) // replaced: the mapping still holds the old file
+	if err := f.CheckIntact(); err != nil {
+		t.Fatalf("replaced file: %v", err)
+	}
+	g, err := Open(p)
+	if err == nil {
+		g.Close()
+	}
+	os.WriteFile(p, src, 0o644)
+	h, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := os.Truncate(p, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.CheckIntact(); err == nil || !strings.Contains(err.Error(), "shrank") || !strings.HasPrefix(err.Error(), p) {
+		t.Fatalf("truncated file: %v", err)
+	}
+}

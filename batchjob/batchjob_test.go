@@ -1,0 +1,239 @@
+package batchjob
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pp-offline/pp-offline/audio"
+)
+
+var def = Settings{VoicePrompt: "V.pt", TextPrompt: "hi", Seed: -1, TempAudio: 0.8, TempText: 0.7,
+	TopKAudio: 250, TopKText: 25, OutputFormat: "pcm16", OutputTextFormat: "list"}
+
+func writeManifest(t *testing.T, lines ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "jobs.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestManifestFieldsAndPaths(t *testing.T) {
+	p := writeManifest(t,
+		`{"input_wav": "in/a.wav", "output_wav": "out/a.wav", "output_text": "/abs/a.json", "seed": 7, "greedy": true, "temp_audio": 1, "topk_text": 3, "voice_prompt": "v/X.wav", "text_prompt": "", "output_format": "float32", "output_text_format": "rich"}`,
+		``,
+		`{"input_wav": "b.wav", "output_wav": "b.wav.out.wav", "output_text": "b.json"}`)
+	items, err := ReadManifest(p, def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(p)
+	a, b := items[0], items[1]
+	if a.InputWAV != filepath.Join(dir, "in/a.wav") || a.OutputText != "/abs/a.json" || a.Seed != 7 || !a.Greedy ||
+		a.TempAudio != 1 || a.TopKText != 3 || a.TopKAudio != 250 || !a.VoiceIsPath || a.VoicePrompt != filepath.Join(dir, "v/X.wav") ||
+		a.TextPrompt != "" || a.OutputFormat != "float32" || a.OutputTextFormat != "rich" || a.Line != 1 || a.Index != 0 {
+		t.Fatalf("item 0: %+v", a)
+	}
+	if b.Line != 3 || b.Index != 1 || b.VoicePrompt != "V.pt" || b.VoiceIsPath || b.TextPrompt != "hi" || b.Seed != -1 {
+		t.Fatalf("item 1: %+v", b)
+	}
+}
+
+func TestManifestErrorsNameTheLine(t *testing.T) {
+	ok := `{"input_wav": "a.wav", "output_wav": "a.out.wav", "output_text": "a.json"}`
+	for _, c := range []struct{ line, want string }{
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "colour": 1}`, `:2: unknown key "colour"`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "seed": "7"}`, `:2: "seed": want an integer, got a string "7"`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "seed": 1.5}`, `:2: "seed": want an integer, got 1.5`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "greedy": 1}`, `:2: "greedy": want a boolean`},
+		{`{"input_wav": 3}`, `:2: "input_wav": want a string`},
+		{`{"output_wav": "b.out.wav", "output_text": "b.json"}`, `:2: "input_wav" is missing`},
+		{`{"input_wav": "b.wav", "output_text": "b.json"}`, `:2: "output_wav" is missing`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "output_format": "mp3"}`, `:2: "output_format" must be pcm16 or float32`},
+		{`[1, 2]`, `:2: not a JSON object`},
+		{`{"input_wav": "b.wav"`, `:2: not a JSON object`},
+		{`{"input_wav": "b.wav", "input_wav": "c.wav"}`, `:2: key "input_wav" given twice`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json"} {}`, `:2: more than one JSON value`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "topk_audio": -1}`, `:2: "topk_audio": want an integer ≥ 0`},
+		{`{"input_wav": "b.wav", "output_wav": "` + strings.Repeat("x", MaxLineBytes) + `"}`, `:2: line longer than`},
+	} {
+		p := writeManifest(t, ok, c.line, ok)
+		_, err := ReadManifest(p, def, "")
+		var le *LineError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p) {
+			t.Errorf("%s: got %v, want %q", c.line[:min(len(c.line), 60)], err, c.want)
+		}
+	}
+	if _, err := ReadManifest(writeManifest(t, "", " "), def, ""); err == nil || !strings.Contains(err.Error(), "no items") {
+		t.Errorf("empty manifest: %v", err)
+	}
+}
+
+func TestCheckDuplicatesAndInputs(t *testing.T) {
+	for _, c := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.json"}`, `{"input_wav": "b.wav", "output_wav": "./o.wav", "output_text": "p.json"}`}, ":2: output_wav "},
+		{[]string{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.wav"}`}, ":1: output_wav and output_text are the same file"},
+		{[]string{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.json"}`, `{"input_wav": "b.wav", "output_wav": "a.wav", "output_text": "p.json"}`}, ":2: output_wav "},
+		{[]string{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "v/X.pt", "voice_prompt": "v/X.pt"}`}, "is the voice_prompt of line 1"},
+	} {
+		p := writeManifest(t, c.lines...)
+		items, err := ReadManifest(p, def, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(items, p, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want %q", c.lines, err, c.want)
+		}
+	}
+	p := writeManifest(t, `{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.json"}`)
+	items, _ := ReadManifest(p, def, "")
+	if err := Check(items, p, map[string]string{"--report": filepath.Join(filepath.Dir(p), "o.json")}); err == nil {
+		t.Error("report over an output accepted")
+	}
+}
+
+func TestOutputDirDefaultAndListDir(t *testing.T) {
+	in := t.TempDir()
+	out := filepath.Join(in, "out")
+	for _, f := range []string{"b.wav", "a.WAV", "sub/c.wav", "notes.txt", "out/old.wav", ".hidden.wav"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(in, f)), 0o755)
+		os.WriteFile(filepath.Join(in, f), nil, 0o644)
+	}
+	items, err := ListDir(in, out, false, def)
+	if err != nil || len(items) != 2 || items[0].InputWAV != filepath.Join(in, "a.WAV") || items[0].OutputWAV != filepath.Join(out, "a.wav") || items[1].OutputText != filepath.Join(out, "b.json") {
+		t.Fatalf("flat: %v %+v", err, items)
+	}
+	items, err = ListDir(in, out, true, def)
+	if err != nil || len(items) != 3 || items[2].OutputWAV != filepath.Join(out, "sub/c.wav") || items[2].Index != 2 {
+		t.Fatalf("recursive: %v %+v", err, items)
+	}
+	if err := Check(items, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListDir(in, in, false, def); err != nil {
+		t.Fatal(err)
+	} else if items, _ := ListDir(in, in, false, def); Check(items, "", nil) == nil {
+		t.Fatal("--output-dir = --input-dir: outputs over inputs accepted")
+	}
+	p := writeManifest(t, `{"input_wav": "x/a.wav"}`)
+	items, err = ReadManifest(p, def, "res")
+	if err != nil || items[0].OutputWAV != "res/a.wav" || items[0].OutputText != "res/a.json" {
+		t.Fatalf("--output-dir default: %v %+v", err, items)
+	}
+}
+
+func TestShards(t *testing.T) {
+	var items []*Item
+	for i := range 10 {
+		items = append(items, &Item{Index: i})
+	}
+	seen := map[int]int{}
+	for i := range 3 {
+		s, err := ParseShard([]string{"0/3", "1/3", "2/3"}[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range s.Select(items) {
+			seen[it.Index]++
+		}
+	}
+	if len(seen) != 10 {
+		t.Fatalf("covered %v", seen)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("item %d in %d shards", k, n)
+		}
+	}
+	for _, bad := range []string{"3/3", "-1/3", "1", "a/b", "0/0"} {
+		if _, err := ParseShard(bad); err == nil {
+			t.Errorf("--shard %s accepted", bad)
+		}
+	}
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	for _, c := range []struct {
+		flag  string
+		count int
+		env   func(string) string
+		want  string // shard, or "error"
+	}{
+		{"", 0, env(), "0/1"},
+		{"1/4", 0, env("SLURM_ARRAY_TASK_ID", "0", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_COUNT", "3"), "1/4"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "7", "SLURM_ARRAY_TASK_MIN", "5", "SLURM_ARRAY_TASK_COUNT", "3"), "2/3"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "9", "SLURM_ARRAY_TASK_MIN", "5", "SLURM_ARRAY_TASK_COUNT", "3", "SLURM_ARRAY_TASK_STEP", "2"), "2/3"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "8", "SLURM_ARRAY_TASK_MIN", "5", "SLURM_ARRAY_TASK_COUNT", "3"), "error"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "1"), "error"},
+		{"", 3, env("JOB_COMPLETION_INDEX", "2"), "2/3"},
+		{"", 0, env("JOB_COMPLETION_INDEX", "1", "JOB_COMPLETIONS", "4"), "1/4"},
+		{"", 0, env("JOB_COMPLETION_INDEX", "1"), "error"},
+		{"", 2, env("JOB_COMPLETION_INDEX", "2"), "error"},
+		{"", 2, env(), "error"},
+	} {
+		s, err := FindShard(c.flag, c.count, c.env)
+		got := s.String()
+		if err != nil {
+			got = "error"
+		}
+		if got != c.want {
+			t.Errorf("%q %d: got %s (%v), want %s", c.flag, c.count, got, err, c.want)
+		}
+	}
+}
+
+func TestCompleteAndStale(t *testing.T) {
+	dir := t.TempDir()
+	it := &Item{OutputWAV: filepath.Join(dir, "o.wav"), OutputText: filepath.Join(dir, "o.json")}
+	var b bytes.Buffer
+	audio.EncodePCM16(&b, make([]float32, 2400), 24000)
+	wav := b.Bytes()
+	if ok, _ := Complete(it); ok {
+		t.Fatal("no files: complete")
+	}
+	os.WriteFile(it.OutputWAV, wav, 0o644)
+	if ok, why := Complete(it); ok || !strings.Contains(why, "o.json") {
+		t.Fatalf("no JSON: %v %s", ok, why)
+	}
+	os.WriteFile(it.OutputText, []byte(`["a", "b"`), 0o644)
+	if ok, _ := Complete(it); ok {
+		t.Fatal("cut JSON: complete")
+	}
+	os.WriteFile(it.OutputText, []byte(`["a", "b"]`), 0o644)
+	if ok, why := Complete(it); !ok {
+		t.Fatal(why)
+	}
+	if s, err := WAVSeconds(it.OutputWAV, true); err != nil || s != 0.1 {
+		t.Fatalf("%v %v", s, err)
+	}
+	os.WriteFile(it.OutputWAV, wav[:len(wav)-10], 0o644)
+	if ok, _ := Complete(it); ok {
+		t.Fatal("truncated WAV: complete")
+	}
+	stale := []string{".o.wav.tmp123", ".o.json.tmp9"}
+	keep := []string{".o.wav.tmpx", ".other.wav.tmp1", "o.wav.tmp1"}
+	for _, n := range append(stale, keep...) {
+		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
+	}
+	removed, err := CleanStale([]*Item{it})
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("removed %v, %v", removed, err)
+	}
+	for _, n := range keep {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Fatalf("%s removed", n)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package batchjob
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Check refuses what would clobber or race: two items (or one item's two
+// outputs) writing the same file, and an output that is an input of any
+// item (its user WAV or a voice prompt given as a path), or extra (the
+// report, say). Paths are compared absolute and, for files that exist,
+// with links resolved. manifest names the file in errors ("" in
+// --input-dir mode).
+func Check(items []*Item, manifest string, extra map[string]string) error {
+	type use struct {
+		it   *Item
+		what string
+	}
+	inputs := map[string]use{} // the first item that reads each file
+	add := func(p string, u use) {
+		if k := pathKey(p); inputs[k].it == nil {
+			inputs[k] = u
+		}
+	}
+	for _, it := range items {
+		add(it.InputWAV, use{it, "input_wav"})
+		if it.VoiceIsPath {
+			add(it.VoicePrompt, use{it, "voice_prompt"})
+		}
+	}
+	outputs := map[string]use{}
+	for _, it := range items {
+		for _, o := range []use{{it, "output_wav"}, {it, "output_text"}} {
+			p := it.OutputWAV
+			if o.what == "output_text" {
+				p = it.OutputText
+			}
+			k := pathKey(p)
+			if in, ok := inputs[k]; ok {
+				return itemErr(manifest, it, fmt.Sprintf("%s %s is the %s of %s: outputs are never written over inputs", o.what, p, in.what, where(manifest, in.it)))
+			}
+			if prev, ok := outputs[k]; ok {
+				if prev.it == it {
+					return itemErr(manifest, it, fmt.Sprintf("output_wav and output_text are the same file %s", p))
+				}
+				return itemErr(manifest, it, fmt.Sprintf("%s %s is also the %s of %s", o.what, p, prev.what, where(manifest, prev.it)))
+			}
+			outputs[k] = o
+		}
+	}
+	for what, p := range extra {
+		k := pathKey(p)
+		if u, ok := outputs[k]; ok {
+			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s", u.what, p, what))
+		}
+		if u, ok := inputs[k]; ok {
+			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s", u.what, p, what))
+		}
+	}
+	return nil
+}
+
+func where(manifest string, it *Item) string {
+	if it.Line > 0 {
+		return fmt.Sprintf("line %d", it.Line)
+	}
+	return it.InputWAV
+}
+
+func itemErr(manifest string, it *Item, msg string) error {
+	if it.Line > 0 {
+		return &LineError{File: manifest, Line: it.Line, Msg: msg}
+	}
+	return fmt.Errorf("%s: %s", it.InputWAV, msg)
+}
+
+// pathKey identifies a file: by device and inode when it exists (so hard
+// links and other paths to it compare equal), else the absolute, cleaned
+// path with links resolved when its folder exists.
+func pathKey(p string) string {
+	if st, err := os.Stat(p); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			return fmt.Sprintf("inode:%d:%d", sys.Dev, sys.Ino)
+		}
+	}
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		return r
+	}
+	if d, err := filepath.EvalSymlinks(filepath.Dir(a)); err == nil {
+		return filepath.Join(d, filepath.Base(a))
+	}
+	return a
+}
+
+// PrepareOutputs creates the folders of the items' outputs and proves each
+// can be written now rather than after the run.
+func PrepareOutputs(items []*Item) error {
+	done := map[string]bool{}
+	for _, it := range items {
+		for _, p := range []string{it.OutputWAV, it.OutputText} {
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				return fmt.Errorf("%s: is a directory", p)
+			}
+			dir := filepath.Dir(p)
+			if done[dir] {
+				continue
+			}
+			done[dir] = true
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("%s: cannot create the output folder: %v", p, pathErr(err))
+			}
+			f, err := os.CreateTemp(dir, ".pp-offline-check-*")
+			if err != nil {
+				return fmt.Errorf("%s: cannot write in %s: %v", p, dir, pathErr(err))
+			}
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,471 @@
+// Package batchjob plans `pp-offline batch`: it reads a JSONL manifest or
+// lists a folder of audio files into items, checks them (types, duplicate
+// outputs, outputs over inputs) before any model loads, picks a cluster
+// shard, tells complete outputs from missing or partial ones (resume),
+// cleans up the temporary files of a killed run and writes the report.
+// Running the items is infer.RunItems' job.
+package batchjob
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Limits on a manifest: longer lines or more items are an error.
+const (
+	MaxLineBytes = 64 << 10
+	MaxItems     = 1_000_000
+)
+
+// Settings are an item's per-item fields; the command line gives the
+// defaults, a manifest line may override each.
+type Settings struct {
+	VoicePrompt      string
+	TextPrompt       string
+	Seed             int64 // -1: draw one
+	TempAudio        float64
+	TempText         float64
+	TopKAudio        int
+	TopKText         int
+	Greedy           bool
+	OutputFormat     string // pcm16 or float32
+	OutputTextFormat string // list or rich
+}
+
+// Item is one conversation of a batch.
+type Item struct {
+	Index      int // position in the whole manifest or file list (0-based): what --shard takes
+	Line       int // manifest line (1-based); 0 in --input-dir mode
+	InputWAV   string
+	OutputWAV  string
+	OutputText string
+	// VoiceIsPath: VoicePrompt was made relative to the manifest's folder
+	// (it names a path); otherwise it is a name looked up in the voice
+	// prompt folder first.
+	VoiceIsPath bool
+	Settings
+}
+
+// Where names the item in messages: "jobs.jsonl:3 (in/a.wav)" or "in/a.wav".
+func (it *Item) Where(manifest string) string {
+	if it.Line > 0 {
+		return fmt.Sprintf("%s:%d (%s)", manifest, it.Line, it.InputWAV)
+	}
+	return it.InputWAV
+}
+
+// LineError is a manifest error: the file, the line, the problem.
+type LineError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *LineError) Error() string {
+	if e.Line == 0 {
+		return e.File + ": " + e.Msg
+	}
+	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+}
+
+// fields are the manifest keys and their JSON types.
+var fields = map[string]string{
+	"input_wav": "string", "output_wav": "string", "output_text": "string",
+	"voice_prompt": "string", "text_prompt": "string",
+	"seed": "integer", "temp_audio": "number", "temp_text": "number",
+	"topk_audio": "integer", "topk_text": "integer", "greedy": "boolean",
+	"output_format": "string", "output_text_format": "string",
+}
+
+// FieldNames lists the manifest keys, sorted.
+func FieldNames() []string {
+	var k []string
+	for n := range fields {
+		k = append(k, n)
+	}
+	sort.Strings(k)
+	return k
+}
+
+// ReadManifest parses a JSONL manifest: one object per line (blank lines
+// are skipped), with the keys of FieldNames. Relative paths are relative to
+// the manifest's folder. outputDir, when not "", gives the outputs a line
+// leaves out: outputDir/<input stem>.wav and .json. The first bad line
+// stops it.
+func ReadManifest(path string, def Settings, outputDir string) ([]*Item, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &LineError{File: path, Msg: pathErr(err).Error()}
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, &LineError{File: path, Msg: "is a directory, not a manifest"}
+	}
+	base := filepath.Dir(path)
+	r := bufio.NewReaderSize(f, 64<<10)
+	var items []*Item
+	for line := 1; ; line++ {
+		raw, err := readLine(r)
+		if err == io.EOF && raw == nil {
+			break
+		}
+		if errors.Is(err, errLong) {
+			return nil, &LineError{path, line, fmt.Sprintf("line longer than %d bytes", MaxLineBytes)}
+		}
+		if err != nil && err != io.EOF {
+			return nil, &LineError{File: path, Line: line, Msg: err.Error()}
+		}
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		if len(items) == MaxItems {
+			return nil, &LineError{path, line, fmt.Sprintf("more than %d items", MaxItems)}
+		}
+		it, msg := parseLine(raw, def, base, outputDir)
+		if msg != "" {
+			return nil, &LineError{path, line, msg}
+		}
+		it.Index, it.Line = len(items), line
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return nil, &LineError{File: path, Msg: "no items (one JSON object a line)"}
+	}
+	return items, nil
+}
+
+var errLong = errors.New("line too long")
+
+// readLine reads one line (without its newline) of at most MaxLineBytes.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var out []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(out)+len(chunk) > MaxLineBytes+1 {
+			return nil, errLong
+		}
+		out = append(out, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF && len(out) == 0 {
+			return nil, io.EOF
+		}
+		out = bytes.TrimSuffix(bytes.TrimSuffix(out, []byte("\n")), []byte("\r"))
+		if err != nil && err != io.EOF {
+			return out, err
+		}
+		return out, nil
+	}
+}
+
+// parseLine decodes one manifest object; msg says what is wrong.
+func parseLine(raw []byte, def Settings, base, outputDir string) (*Item, string) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]json.RawMessage
+	if err := dec.Decode(&obj); err != nil {
+		return nil, "not a JSON object: " + strings.TrimPrefix(err.Error(), "json: ")
+	}
+	if obj == nil {
+		return nil, "not a JSON object (null)"
+	}
+	if dec.More() {
+		return nil, "more than one JSON value on the line"
+	}
+	if dup := duplicateKey(raw); dup != "" {
+		return nil, fmt.Sprintf("key %q given twice", dup)
+	}
+	it := &Item{Settings: def}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		want, ok := fields[k]
+		if !ok {
+			return nil, fmt.Sprintf("unknown key %q (keys: %s)", k, strings.Join(FieldNames(), ", "))
+		}
+		if msg := setField(it, k, want, obj[k]); msg != "" {
+			return nil, fmt.Sprintf("%q: %s", k, msg)
+		}
+	}
+	if it.InputWAV == "" {
+		return nil, `"input_wav" is missing`
+	}
+	it.InputWAV = rel(base, it.InputWAV)
+	if it.VoicePrompt == "" {
+		return nil, `"voice_prompt" is missing (and no --voice-prompt given)`
+	}
+	if _, given := obj["voice_prompt"]; given && strings.ContainsRune(it.VoicePrompt, '/') {
+		it.VoicePrompt, it.VoiceIsPath = rel(base, it.VoicePrompt), true
+	}
+	for _, o := range []struct {
+		key, ext string
+		dst      *string
+	}{{"output_wav", ".wav", &it.OutputWAV}, {"output_text", ".json", &it.OutputText}} {
+		switch {
+		case *o.dst != "":
+			*o.dst = rel(base, *o.dst)
+		case outputDir != "":
+			stem := strings.TrimSuffix(filepath.Base(it.InputWAV), filepath.Ext(it.InputWAV))
+			*o.dst = filepath.Join(outputDir, stem+o.ext)
+		default:
+			return nil, fmt.Sprintf("%q is missing (and no --output-dir given)", o.key)
+		}
+	}
+	if msg := checkFormats(&it.Settings); msg != "" {
+		return nil, msg
+	}
+	return it, ""
+}
+
+// CheckFormats checks the output format names of s.
+func checkFormats(s *Settings) string {
+	if s.OutputFormat != "pcm16" && s.OutputFormat != "float32" {
+		return fmt.Sprintf(`"output_format" must be pcm16 or float32, not %q`, s.OutputFormat)
+	}
+	if s.OutputTextFormat != "list" && s.OutputTextFormat != "rich" {
+		return fmt.Sprintf(`"output_text_format" must be list or rich, not %q`, s.OutputTextFormat)
+	}
+	return ""
+}
+
+// CheckDefaults checks the command line's per-item defaults.
+func CheckDefaults(s Settings) error {
+	if msg := checkFormats(&s); msg != "" {
+		msg = strings.NewReplacer(`"output_format"`, "--output-format", `"output_text_format"`, "--output-text-format").Replace(msg)
+		return errors.New(msg)
+	}
+	return nil
+}
+
+func setField(it *Item, key, want string, v json.RawMessage) string {
+	var x any
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	if err := d.Decode(&x); err != nil {
+		return err.Error()
+	}
+	got := "null"
+	switch x.(type) {
+	case string:
+		got = "string"
+	case json.Number:
+		got = "number"
+	case bool:
+		got = "boolean"
+	case []any:
+		got = "array"
+	case map[string]any:
+		got = "object"
+	}
+	wrong := func() string {
+		if got == "null" {
+			return fmt.Sprintf("want %s %s, got null", article(want), want)
+		}
+		return fmt.Sprintf("want %s %s, got %s %s %s", article(want), want, article(got), got, clip(v))
+	}
+	switch want {
+	case "string":
+		s, ok := x.(string)
+		if !ok {
+			return wrong()
+		}
+		if strings.ContainsRune(s, 0) {
+			return "contains a NUL character"
+		}
+		dst := map[string]*string{"input_wav": &it.InputWAV, "output_wav": &it.OutputWAV, "output_text": &it.OutputText,
+			"voice_prompt": &it.VoicePrompt, "text_prompt": &it.TextPrompt, "output_format": &it.OutputFormat,
+			"output_text_format": &it.OutputTextFormat}[key]
+		if s == "" && key != "text_prompt" {
+			return "must not be empty"
+		}
+		*dst = s
+	case "boolean":
+		b, ok := x.(bool)
+		if !ok {
+			return wrong()
+		}
+		it.Greedy = b
+	case "number":
+		n, ok := x.(json.Number)
+		if !ok {
+			return wrong()
+		}
+		f, err := n.Float64()
+		if err != nil || math.IsInf(f, 0) || f < 0 {
+			return fmt.Sprintf("want a number ≥ 0, got %s", n)
+		}
+		if key == "temp_audio" {
+			it.TempAudio = f
+		} else {
+			it.TempText = f
+		}
+	case "integer":
+		n, ok := x.(json.Number)
+		if !ok {
+			return wrong()
+		}
+		i, err := n.Int64()
+		if err != nil {
+			return fmt.Sprintf("want an integer, got %s", n)
+		}
+		switch key {
+		case "seed":
+			if i < -1 {
+				return fmt.Sprintf("want -1 (draw one) or a seed ≥ 0, got %d", i)
+			}
+			it.Seed = i
+		default:
+			if i < 0 || i > math.MaxInt32 {
+				return fmt.Sprintf("want an integer ≥ 0, got %d", i)
+			}
+			if key == "topk_audio" {
+				it.TopKAudio = int(i)
+			} else {
+				it.TopKText = int(i)
+			}
+		}
+	}
+	return ""
+}
+
+func article(t string) string {
+	switch t {
+	case "array", "object", "integer":
+		return "an"
+	}
+	return "a"
+}
+
+func clip(v json.RawMessage) string {
+	s := string(v)
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return s
+}
+
+// duplicateKey returns a key given twice at the top level of a JSON object
+// (encoding/json keeps the last silently).
+func duplicateKey(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+func rel(base, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
+
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// audioExts are the extensions --input-dir takes (the audio package reads WAV).
+var audioExts = map[string]bool{".wav": true, ".wave": true}
+
+// ListDir makes an item of every WAV file in inputDir (with recursive, in
+// its subfolders too, but never inside outputDir), sorted by path; the
+// outputs are outputDir/<relative path without extension>.wav and .json.
+func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item, error) {
+	st, err := os.Stat(inputDir)
+	if err != nil {
+		return nil, fmt.Errorf("--input-dir %s: %v", inputDir, pathErr(err))
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("--input-dir %s: not a directory", inputDir)
+	}
+	if def.VoicePrompt == "" {
+		return nil, errors.New("missing required flag --voice-prompt (with --input-dir)")
+	}
+	if msg := checkFormats(&def); msg != "" {
+		return nil, CheckDefaults(def)
+	}
+	outAbs, _ := filepath.Abs(outputDir)
+	var rels []string
+	err = filepath.WalkDir(inputDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: %v", p, pathErr(err))
+		}
+		if d.IsDir() {
+			if p == inputDir {
+				return nil
+			}
+			if a, _ := filepath.Abs(p); !recursive || a == outAbs || strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !audioExts[strings.ToLower(filepath.Ext(p))] || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		if !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		r, err := filepath.Rel(inputDir, p)
+		if err != nil {
+			return err
+		}
+		if len(rels) == MaxItems {
+			return fmt.Errorf("--input-dir %s: more than %d audio files", inputDir, MaxItems)
+		}
+		rels = append(rels, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rels) == 0 {
+		how := ""
+		if !recursive {
+			how = " (subfolders are read with --recursive)"
+		}
+		return nil, fmt.Errorf("--input-dir %s: no .wav files%s", inputDir, how)
+	}
+	sort.Strings(rels)
+	items := make([]*Item, len(rels))
+	for i, r := range rels {
+		stem := strings.TrimSuffix(r, filepath.Ext(r))
+		items[i] = &Item{Index: i, InputWAV: filepath.Join(inputDir, r), Settings: def,
+			OutputWAV: filepath.Join(outputDir, stem+".wav"), OutputText: filepath.Join(outputDir, stem+".json")}
+	}
+	return items, nil
+}
