@@ -182,7 +182,14 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	}
 	codec.SetBackend(be)
 	res.BatchSize = B
-	eng := lm.NewEngine(model, be, nil)
+	placed, err := placeOnGPU(be, model, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	if placed != nil {
+		defer placed.Close()
+	}
+	eng := lm.NewEngine(model, be, weightsOf(placed))
 	batch := codec.NewBatch()
 	gens := make([]*lm.Gen, B)
 	encs := make([]*mimi.Encoder, B)

@@ -47,6 +47,31 @@ type jobBackend interface {
 	Close()
 }
 
+// placeOnGPU starts executing the plan of a --cpu-offload GPU job: the
+// offload runtime on the backend's device (resident units uploaded,
+// streamed ones copied ahead of use on its copy stream), the backend
+// queued on the runtime's compute stream so the runtime's fences order
+// its kernels. Nil without a plan.
+func placeOnGPU(be *deviceBackend, model *lm.Model, log Logger) (*lm.Placed, error) {
+	if be.gpu == nil || be.plan == nil {
+		return nil, nil
+	}
+	placed, err := lm.NewPlaced(model, be.plan, be.gpu.OffloadDevice())
+	if err != nil {
+		return nil, err
+	}
+	rt := placed.Runtime()
+	rt.DeviceCompute = true
+	if err := be.gpu.UseRuntimeStream(rt.ComputeStream()); err != nil {
+		placed.Close()
+		return nil, err
+	}
+	m := be.plan.Memory
+	log.Infof("offload plan for the GPU (%s): %s; device: %s resident, %s staging, %s KV and workspace",
+		offload.FormatSize(placed.Device().Budget()), be.plan.Summary(), offload.FormatSize(m.GPUResident), offload.FormatSize(m.GPUStaging), offload.FormatSize(m.GPUKV+m.GPUDepKV+m.GPUWorkspace))
+	return placed, nil
+}
+
 // deviceBackend is a job's backend with what the device side needs to
 // report.
 type deviceBackend struct {
@@ -107,19 +132,13 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("offload: %w", err)
 		}
-		p := offload.NewProblem(units, offload.Workload{Batch: max(1, o.BatchSize)}, offload.DefaultFigures(), budget, o.GPU.HostMemory)
-		if plan, err = p.Solve(); err != nil {
-			return nil, nil, fmt.Errorf("offload: %w", err)
+		if plan, err = planForGPU(units, max(1, o.BatchSize), budget, o.GPU.HostMemory); err != nil {
+			return nil, nil, err
 		}
-		co.Place = PlacementOf(plan)
-		co.Stream = true
-		co.SlotBytes = largestStreamed(plan)
-		// Resident weights get what the plan gives them; the rest of the
-		// budget stays for what the plan reserved (staging, KV cache,
-		// workspace), and a resident weight past it (Mimi's transformers
-		// are not in the plan) is streamed instead.
-		m := plan.Memory
-		co.ResidentLimit = max(budget-(m.GPUTotal-m.GPUResident), 1)
+		// Units come with their device memory from the plan's runtime
+		// (lm.Placed on OffloadDevice); the backend needs the placement
+		// for the products of CPU units, which it runs on the CPU.
+		co.Place = lm.PlacementOf(plan)
 	}
 	g, err := newGPU(co)
 	if err != nil {
@@ -134,38 +153,32 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 	return g, plan, nil
 }
 
-// PlacementOf maps each tensor of a plan's units to the unit's placement
-// (a tensor split over several units, as the depformer's per-step rows,
-// takes its first unit's); tensors of no unit (the Mimi transformers,
-// tables) are resident.
-func PlacementOf(plan *offload.Plan) func(name string) offload.Placement {
-	m := map[string]offload.Placement{}
-	for i, u := range plan.Units() {
-		for _, p := range u.Parts {
-			if _, ok := m[p.Tensor]; !ok {
-				m[p.Tensor] = plan.Where[i]
+// planForGPU solves the offload plan for a GPU budget. The backend keeps
+// every temporal layer's KV cache on the device (attention runs there for
+// CPU units too), which the planner counts in host memory for CPU layers:
+// so the budget given to the planner is lowered by that KV until the plan
+// and its KV fit the device.
+func planForGPU(units *offload.LM, batch int, budget, host int64) (*offload.Plan, error) {
+	planned := budget
+	for try := 0; ; try++ {
+		plan, err := offload.NewProblem(units, offload.Workload{Batch: batch}, offload.DefaultFigures(), planned, host).Solve()
+		if err != nil {
+			return nil, fmt.Errorf("offload: %w", err)
+		}
+		var extra int64
+		for i, u := range plan.Units() {
+			if plan.Where[i] == offload.CPU {
+				extra += u.KVBytes * int64(batch)
 			}
 		}
-	}
-	return func(name string) offload.Placement {
-		if w, ok := m[name]; ok {
-			return w
+		if plan.Memory.GPUTotal+extra <= budget || try == 4 {
+			if plan.Memory.GPUTotal+extra > budget {
+				return nil, fmt.Errorf("offload: no plan leaves room on the device for the KV cache of the layers run on the CPU (%s more than %s)", offload.FormatSize(plan.Memory.GPUTotal+extra-budget), offload.FormatSize(budget))
+			}
+			return plan, nil
 		}
-		return offload.Resident
+		planned = budget - extra
 	}
-}
-
-func largestStreamed(plan *offload.Plan) int64 {
-	var n int64
-	for i, u := range plan.Units() {
-		if plan.Where[i] != offload.Streamed {
-			continue
-		}
-		for _, p := range u.Parts {
-			n = max(n, p.Bytes())
-		}
-	}
-	return n
 }
 
 // Fits is the size check of a fully resident job: the LM's weights (the

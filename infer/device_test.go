@@ -49,7 +49,7 @@ func TestPlacementOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	place := PlacementOf(plan)
+	place := lm.PlacementOf(plan)
 	counts := map[offload.Placement]int{}
 	for i, u := range plan.Units() {
 		w := place(u.Parts[0].Tensor)
@@ -63,9 +63,6 @@ func TestPlacementOf(t *testing.T) {
 	}
 	if place("encoder_transformer.layers.0.gating.linear_in.weight") != offload.Resident {
 		t.Fatal("a tensor of no unit is not resident")
-	}
-	if largestStreamed(plan) <= 0 && counts[offload.Streamed] > 0 {
-		t.Fatal("streamed units without a slot size")
 	}
 }
 

@@ -262,6 +262,14 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 			o.Log.Infof("%s", line)
 		}
 	}
+	if o.Device == "cuda" {
+		if placed, err = placeOnGPU(be, model, o.Log); err != nil {
+			return err
+		}
+		if placed != nil {
+			defer placed.Close()
+		}
+	}
 	eng := lm.NewEngine(model, be, weightsOf(placed))
 	eng.SetContext(ctx)
 	batch := codec.NewBatch()

@@ -30,27 +30,12 @@ func TestGPUMatchesCPU(t *testing.T) {
 	} {
 		m := tinyModel(t, sc.file)
 		want, _ := runTraced(t, m, GenOptions{}, sc.scenario)
-		units, err := Units(&m.Cfg, offload.DefaultDepSteps(&m.Cfg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		alternate := map[string]offload.Placement{}
-		for i, u := range units.Units {
-			for _, p := range u.Parts {
-				alternate[p.Tensor] = []offload.Placement{offload.Streamed, offload.CPU, offload.Resident}[i%3]
-			}
-		}
 		for _, mode := range []string{"resident", "offload"} {
 			t.Run(sc.scenario+" "+mode, func(t *testing.T) {
 				o := cuda.Options{ComputeDType: "f32", CPU: testBE}
+				plan := alternatePlan(t, m)
 				if mode == "offload" {
-					o.Stream, o.SlotBytes = true, 1<<20
-					o.Place = func(name string) offload.Placement {
-						if w, ok := alternate[name]; ok {
-							return w
-						}
-						return offload.Resident
-					}
+					o.Place = PlacementOf(plan)
 				}
 				g, err := cuda.New(o)
 				if err != nil {
@@ -59,15 +44,79 @@ func TestGPUMatchesCPU(t *testing.T) {
 				defer g.Close()
 				runBE = g
 				defer func() { runBE = testBE }()
-				got, _ := runTraced(t, m, GenOptions{}, sc.scenario)
-				compareGPU(t, got, want)
+				var w []Weights
+				var pl *Placed
 				if mode == "offload" {
-					if _, staged := g.Stats(); staged == 0 {
-						t.Error("the offload plan streamed nothing")
-					}
+					pl = placedOn(t, m, plan, g)
+					w = append(w, pl)
+				}
+				got, gen := runTraced(t, m, GenOptions{}, sc.scenario, w...)
+				if err := gen.Err(); err != nil {
+					t.Fatal(err)
+				}
+				compareGPU(t, got, want)
+				if pl != nil {
+					finishOn(t, pl)
 				}
 			})
 		}
+	}
+}
+
+// alternatePlan places the tiny model's units streamed, on the CPU and
+// resident in turn.
+func alternatePlan(t *testing.T, m *Model) *offload.Plan {
+	t.Helper()
+	units := tinyUnits(t, m, offload.DefaultDepSteps(&m.Cfg))
+	where := make([]offload.Placement, len(units.Units))
+	for i := range where {
+		where[i] = []offload.Placement{offload.Streamed, offload.CPU, offload.Resident}[i%3]
+	}
+	p := offload.NewProblem(units, offload.Workload{Batch: 1}, testFigures(t), 1<<40, 0)
+	p.Workspace = testWorkspace
+	plan, err := p.Evaluate(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// placedOn executes plan on the CUDA backend's device: the offload
+// runtime's units in device memory, the backend queued on the runtime's
+// compute stream.
+func placedOn(t *testing.T, m *Model, plan *offload.Plan, g *cuda.CUDA) *Placed {
+	t.Helper()
+	pl, err := NewPlaced(m, plan, g.OffloadDevice())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.rt.DeviceCompute = true
+	if err := g.UseRuntimeStream(pl.rt.ComputeStream()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Close() })
+	return pl
+}
+
+// finishOn closes pl and checks its timeline: the runtime's own check
+// (order, fences, no unit copied twice in a pass) and streamed units
+// copied in every pass. (The device's peak includes the backend's own
+// buffers, so it is not the plan's device total as on the simulated
+// device.)
+func finishOn(t *testing.T, pl *Placed) {
+	t.Helper()
+	line, err := pl.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range pl.Timeline().Events {
+		if e.Kind == offload.Transfer {
+			n++
+		}
+	}
+	if pl.Plan().Count(offload.Streamed) > 0 && n == 0 {
+		t.Fatalf("streamed units were never copied: %s", line)
 	}
 }
 
@@ -117,23 +166,41 @@ func TestGPUCallPatternsDry(t *testing.T) {
 		m := tinyModel(t, sc.file)
 		for _, mode := range []string{"resident", "offload"} {
 			o := cuda.Options{ComputeDType: "f32", CPU: testBE}
+			plan := alternatePlan(t, m)
 			if mode == "offload" {
-				o.Stream, o.SlotBytes = true, 1<<16
-				i := 0
-				o.Place = func(string) offload.Placement {
-					i++
-					return []offload.Placement{offload.Streamed, offload.CPU, offload.Resident}[i%3]
-				}
+				o.Place = PlacementOf(plan)
 			}
 			g, st, err := cuda.NewDry(o, 256<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
+			var w []Weights
+			var pl *Placed
+			if mode == "offload" {
+				pl = placedOn(t, m, plan, g)
+				w = append(w, pl)
+			}
 			runBE = g
-			recs, _ := runTraced(t, m, GenOptions{}, sc.scenario)
+			recs, gen := runTraced(t, m, GenOptions{}, sc.scenario, w...)
 			runBE = testBE
+			if err := gen.Err(); err != nil {
+				t.Fatalf("%s %s: %v", sc.scenario, mode, err)
+			}
 			if len(recs) == 0 || st.Count("attend") == 0 || st.Count("matmul_fma") == 0 {
 				t.Fatalf("%s %s: %d steps, %d attention launches", sc.scenario, mode, len(recs), st.Count("attend"))
+			}
+			if pl != nil {
+				finishOn(t, pl)
+				// The units' matrices came from the runtime's device buffers
+				// (or ran on the CPU): only vectors went into the resident
+				// cache.
+				var matrices int64
+				for _, u := range plan.Units() {
+					matrices += u.Bytes
+				}
+				if up, _ := g.Stats(); up > matrices/10 {
+					t.Fatalf("%s: %d bytes uploaded into the resident cache, of %d in the units", sc.scenario, up, matrices)
+				}
 			}
 			if used, peak, limit := g.Memory(); used > limit || peak > limit {
 				t.Fatalf("%s %s: %d used, %d peak of %d", sc.scenario, mode, used, peak, limit)

@@ -42,7 +42,7 @@ func (a *arena) resize(n int) error {
 			return err
 		}
 	}
-	p, err := a.c.mem.alloc("upload arena", int64(n))
+	p, err := a.c.mem.allocWork("upload arena", int64(n))
 	if err != nil {
 		return err
 	}

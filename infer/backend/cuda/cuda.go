@@ -342,7 +342,7 @@ func blocks(n, per int) uint32 { return uint32((n + per - 1) / per) }
 func (c *CUDA) NewActs(rows, cols int) backend.Acts {
 	c.enter()
 	n := int64(rows) * int64(cols) * 4
-	p, err := c.mem.alloc(fmt.Sprintf("activations %d×%d", rows, cols), n)
+	p, err := c.mem.allocWork(fmt.Sprintf("activations %d×%d", rows, cols), n)
 	fail(err)
 	fail(c.drv.memset(p, n))
 	b := &backend.ActBuf{Rows: rows, Cols: cols, Data: c.track(&devBuf{p, n})}
@@ -670,9 +670,9 @@ func ringOf(r *backend.Ring) *devRing {
 
 func (c *CUDA) newRingData(heads, dh, capacity int) *devRing {
 	n := 4 * int64(heads) * int64(dh) * int64(capacity)
-	k, err := c.mem.alloc("KV ring keys", n)
+	k, err := c.mem.allocWork("KV ring keys", n)
 	fail(err)
-	v, err := c.mem.alloc("KV ring values", n)
+	v, err := c.mem.allocWork("KV ring values", n)
 	fail(err)
 	fail(c.drv.memset(k, n))
 	fail(c.drv.memset(v, n))

@@ -102,3 +102,14 @@ func (d *dryDriver) launch(name string, grid, block [3]uint32, shared uint32, pa
 	d.stats.mu.Unlock()
 	return nil
 }
+
+func (d *dryDriver) newStream() (stream, error)   { return new(int), nil }
+func (d *dryDriver) destroyStream(stream) error   { return nil }
+func (d *dryDriver) destroyEvent(event) error     { return nil }
+func (d *dryDriver) computeStream() stream        { return d }
+func (d *dryDriver) setCompute(stream) error      { return nil }
+func (d *dryDriver) recordOn(event, stream) error { return nil }
+func (d *dryDriver) waitOn(stream, event) error   { return nil }
+func (d *dryDriver) copyOn(s stream, dst cu.DevPtr, src []byte) error {
+	return d.copyAsync(dst, src, true)
+}

@@ -21,7 +21,22 @@ type driver interface {
 	pin(b []byte) error                       // read-write (the upload arena)
 	unpin(b []byte) error
 	launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) error
+
+	// Streams for offload.Device: a new one, the compute stream, making s
+	// the compute stream (after what the old one queued), and work on a
+	// given stream.
+	newStream() (stream, error)
+	destroyStream(s stream) error
+	destroyEvent(e event) error
+	computeStream() stream
+	setCompute(s stream) error
+	copyOn(s stream, dst cu.DevPtr, src []byte) error
+	recordOn(e event, s stream) error
+	waitOn(s stream, e event) error
 }
+
+// stream is a driver's stream handle.
+type stream any
 
 // gpu is the driver side: one context, a compute stream, a copy stream and
 // the loaded kernels.
@@ -115,4 +130,70 @@ func (g *gpu) register(b []byte) error {
 		}
 	}
 	return nil
+}
+
+func (g *gpu) newStream() (stream, error) { return cu.NewStream() }
+func (g *gpu) destroyStream(s stream) error {
+	cs, ok := s.(cu.Stream)
+	if !ok {
+		return fmt.Errorf("cuda: destroy of a foreign stream %T", s)
+	}
+	if cs == g.compute || cs == g.copier {
+		return nil // the backend's own: destroyed with the context
+	}
+	return cs.Destroy()
+}
+func (g *gpu) destroyEvent(e event) error {
+	ev, ok := e.(cu.Event)
+	if !ok {
+		return fmt.Errorf("cuda: destroy of a foreign event %T", e)
+	}
+	return ev.Destroy()
+}
+func (g *gpu) computeStream() stream { return g.compute }
+func (g *gpu) setCompute(s stream) error {
+	cs, ok := s.(cu.Stream)
+	if !ok {
+		return fmt.Errorf("cuda: a foreign stream %T", s)
+	}
+	if err := g.compute.Synchronize(); err != nil {
+		return err
+	}
+	g.compute = cs
+	return nil
+}
+func (g *gpu) copyOn(s stream, dst cu.DevPtr, src []byte) error {
+	cs, ok := s.(cu.Stream)
+	if !ok {
+		return fmt.Errorf("cuda: a foreign stream %T", s)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	return cu.CopyHtoDAsync(dst, unsafe.Pointer(&src[0]), int64(len(src)), cs)
+}
+// handles are e and s as the driver's, or an error for foreign ones.
+func handles(e event, s stream) (cu.Event, cu.Stream, error) {
+	ev, ok1 := e.(cu.Event)
+	cs, ok2 := s.(cu.Stream)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("cuda: event %T and stream %T are not the driver's", e, s)
+	}
+	return ev, cs, nil
+}
+
+func (g *gpu) recordOn(e event, s stream) error {
+	ev, cs, err := handles(e, s)
+	if err != nil {
+		return err
+	}
+	return ev.Record(cs)
+}
+
+func (g *gpu) waitOn(s stream, e event) error {
+	ev, cs, err := handles(e, s)
+	if err != nil {
+		return err
+	}
+	return cs.Wait(ev)
 }

@@ -436,3 +436,45 @@ func TestPinSharedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// offload.Device's reservations (the plan's KV cache and workspace) count
+// once: the backend's own buffers are carved from them first, and only
+// what exceeds them counts on top; the limit holds throughout.
+func TestReservations(t *testing.T) {
+	f := newFake()
+	a := newAllocator(f, 100<<10)
+	if err := a.reserve("kv cache + workspace", 40<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.reserve("big", 70<<10); !errors.Is(err, offload.ErrOutOfMemory) {
+		t.Fatalf("a reservation past the limit: %v", err)
+	}
+	w, err := a.alloc("unit", 50<<10) // a resident unit: on top
+	if err != nil || a.used != 90<<10 {
+		t.Fatal(err, a.used)
+	}
+	ring, err := a.allocWork("ring", 30<<10) // carved: no more used
+	if err != nil || a.used != 90<<10 || a.pool != 10<<10 {
+		t.Fatal(err, a.used, a.pool)
+	}
+	if _, err := a.allocWork("activations", 20<<10); !errors.Is(err, offload.ErrOutOfMemory) {
+		t.Fatalf("past the reservation and the limit: %v", err)
+	}
+	act, err := a.allocWork("activations", 8<<10)
+	if err != nil || a.used != 90<<10 {
+		t.Fatal(err, a.used)
+	}
+	if err := a.free(ring); err != nil || a.pool != 32<<10 || a.used != 90<<10 {
+		t.Fatal(err, a.pool, a.used)
+	}
+	a.unreserve("kv cache + workspace")
+	if a.used != 50<<10+8<<10 || a.pool != 0 {
+		t.Fatalf("after unreserve: %d used (the unit and the live activations), pool %d", a.used, a.pool)
+	}
+	if err := a.free(act); err != nil || a.used != 50<<10 {
+		t.Fatal(err, a.used)
+	}
+	if err := a.free(w); err != nil || a.used != 0 || a.peak > a.limit {
+		t.Fatal(err, a.used, a.peak)
+	}
+}

@@ -49,6 +49,14 @@ type allocator struct {
 	sizes       map[cu.DevPtr]int64
 	allocations int
 
+	// Reservations (offload.Device.Reserve: the plan's KV cache and
+	// workspace) count in used; the backend's own buffers (allocWork) are
+	// carved from them first, so the memory the plan reserved for them is
+	// not counted twice.
+	reserved map[string]int64
+	pool     int64 // reserved bytes not yet carved
+	carved   map[cu.DevPtr]bool
+
 	// Buffers whose Go owners were collected (finalizers, any goroutine):
 	// freed at the next allocation, once the queued work is done (sync).
 	mu    sync.Mutex
@@ -58,7 +66,7 @@ type allocator struct {
 }
 
 func newAllocator(d device, limit int64) *allocator {
-	return &allocator{d: d, limit: limit, sizes: map[cu.DevPtr]int64{}}
+	return &allocator{d: d, limit: limit, sizes: map[cu.DevPtr]int64{}, reserved: map[string]int64{}, carved: map[cu.DevPtr]bool{}}
 }
 
 // granule is the rounding of every allocation (the driver's alignment).
@@ -133,8 +141,72 @@ func (a *allocator) free(p cu.DevPtr) error {
 		return fmt.Errorf("cuda: free of %#x, which the backend did not allocate", uint64(p))
 	}
 	delete(a.sizes, p)
-	a.used -= n
+	if a.carved[p] {
+		delete(a.carved, p)
+		a.pool += n // back into the reservation it was carved from
+	} else {
+		a.used -= n
+	}
 	return a.d.free(p)
+}
+
+// allocWork allocates one of the backend's own buffers (activations, KV
+// rings, the arena, vector weights), from the reservations first.
+func (a *allocator) allocWork(name string, n int64) (cu.DevPtr, error) {
+	g := (max(n, 1) + granule - 1) / granule * granule
+	if g > a.pool {
+		return a.alloc(name, n)
+	}
+	if err := a.reap(); err != nil {
+		return 0, err
+	}
+	p, err := a.d.alloc(g)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: %s (%s): %w", name, offload.FormatSize(g), err)
+	}
+	a.pool -= g
+	a.sizes[p] = g
+	a.carved[p] = true
+	a.allocations++
+	return p, nil
+}
+
+// reserve accounts n bytes under name without backing them.
+func (a *allocator) reserve(name string, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("cuda: reservation %s: negative size %d", name, n)
+	}
+	if _, ok := a.reserved[name]; ok {
+		return fmt.Errorf("cuda: reservation %s exists", name)
+	}
+	if a.used+n > a.limit {
+		return &offload.OOMError{Name: name, Want: n, Used: a.used, Budget: a.limit}
+	}
+	a.reserved[name] = n
+	a.used += n
+	a.pool += n
+	a.peak = max(a.peak, a.used)
+	return nil
+}
+
+// unreserve returns a reservation; buffers carved from it and still live
+// are counted as plain allocations from then on.
+func (a *allocator) unreserve(name string) {
+	n, ok := a.reserved[name]
+	if !ok {
+		return
+	}
+	delete(a.reserved, name)
+	a.used -= n
+	a.pool -= n
+	if a.pool < 0 {
+		// Carved bytes outlive their reservation.
+		a.used -= a.pool
+		a.pool = 0
+		for p := range a.carved {
+			delete(a.carved, p)
+		}
+	}
 }
 
 func (a *allocator) pending() int {

@@ -88,6 +88,8 @@ var (
 	cuMemsetD8Async           func(dst DevPtr, v uint8, n uint64, s Stream) Result
 	cuStreamCreate            func(s *Stream, flags uint32) Result
 	cuStreamSynchronize       func(s Stream) Result
+	cuStreamDestroy           func(s Stream) Result
+	cuEventDestroy            func(e Event) Result
 	cuStreamWaitEvent         func(s Stream, e Event, flags uint32) Result
 	cuEventCreate             func(e *Event, flags uint32) Result
 	cuEventRecord             func(e Event, s Stream) Result
@@ -133,6 +135,7 @@ func load() error {
 		{&cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, {&cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
 		{&cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"}, {&cuMemsetD8Async, "cuMemsetD8Async"},
 		{&cuStreamCreate, "cuStreamCreate"}, {&cuStreamSynchronize, "cuStreamSynchronize"},
+		{&cuStreamDestroy, "cuStreamDestroy_v2"}, {&cuEventDestroy, "cuEventDestroy_v2"},
 		{&cuStreamWaitEvent, "cuStreamWaitEvent"}, {&cuEventCreate, "cuEventCreate"},
 		{&cuEventRecord, "cuEventRecord"}, {&cuEventSynchronize, "cuEventSynchronize"},
 		{&cuModuleLoadData, "cuModuleLoadData"}, {&cuModuleGetFunction, "cuModuleGetFunction"},
@@ -312,6 +315,12 @@ func NewStream() (Stream, error) {
 
 // Synchronize waits until s has run everything queued on it.
 func (s Stream) Synchronize() error { return check("cuStreamSynchronize", cuStreamSynchronize(s)) }
+
+// Destroy destroys s (its queued work still runs).
+func (s Stream) Destroy() error { return check("cuStreamDestroy", cuStreamDestroy(s)) }
+
+// Destroy destroys e.
+func (e Event) Destroy() error { return check("cuEventDestroy", cuEventDestroy(e)) }
 
 // Wait makes s wait for e's last record before running later work.
 func (s Stream) Wait(e Event) error { return check("cuStreamWaitEvent", cuStreamWaitEvent(s, e, 0)) }
