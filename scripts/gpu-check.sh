@@ -16,7 +16,8 @@
 #                 memory limit                                   (cuda.test)
 #   parity        the tiny fixtures on the GPU vs the CPU: tokens identical
 #                 under greedy decoding, text logits within 1e-3 relative,
-#                 f32 compute, resident and through an offload plan (lm.test)
+#                 f32 compute, resident and through an offload plan run by
+#                 offload.Runtime on the GPU's offload.Device      (lm.test)
 #   job:run_pt, job:run_wav, job:run_dep8
 #                 the fixtures' full offline jobs with --device cuda: the
 #                 transcript must equal the reference's output.json
