@@ -172,6 +172,7 @@ func (g *gpu) copyOn(s stream, dst cu.DevPtr, src []byte) error {
 	}
 	return cu.CopyHtoDAsync(dst, unsafe.Pointer(&src[0]), int64(len(src)), cs)
 }
+
 // handles are e and s as the driver's, or an error for foreign ones.
 func handles(e event, s stream) (cu.Event, cu.Stream, error) {
 	ev, ok1 := e.(cu.Event)
