@@ -233,6 +233,11 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	}
 	est := EstimateMemory(cfg, B, positions, prefill)
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
+	if o.Device == "cuda" {
+		// The KV rings and activations live in device memory (the device's
+		// size check, or the offload plan, accounts for them).
+		est.KV, est.Activations = 0, 0
+	}
 	if err := checkMemory(est, o.Log, "use a smaller --batch-size, quantized weights or --cpu-offload with a GPU"); err != nil {
 		return err
 	}
