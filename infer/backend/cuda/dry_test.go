@@ -116,3 +116,39 @@ func TestDryPlacements(t *testing.T) {
 		t.Fatalf("%d used, %d peak of %d", used, peak, limit)
 	}
 }
+
+// The offload.Device of a closed backend answers errors, never panics (a
+// runtime closed after its backend).
+func TestOffloadDeviceAfterClose(t *testing.T) {
+	be, _, err := NewDry(Options{}, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := be.OffloadDevice()
+	b, err := d.Alloc("unit", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := d.NewStream()
+	f, _ := d.NewFence()
+	if err := d.Reserve("kv", 1<<20); err != nil || d.Used() < 1<<20 {
+		t.Fatal(err, d.Used())
+	}
+	if err := d.CopyAsync(s, b, 0, make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CopyAsync(s, b, 1, make([]byte, 1000)); err == nil {
+		t.Fatal("a copy past the buffer's end was accepted")
+	}
+	be.Close()
+	if err := d.Free(b); err != nil {
+		t.Fatal(err)
+	}
+	d.Unreserve("kv")
+	if err := d.Record(f, s); err == nil {
+		t.Fatal("a record on a closed backend succeeded")
+	}
+	if err := d.DestroyStream(s); err != nil {
+		t.Fatal(err)
+	}
+}

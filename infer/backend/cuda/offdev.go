@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
@@ -28,12 +29,27 @@ func (c *CUDA) UseRuntimeStream(s offload.Stream) error {
 	return c.drv.setCompute(s)
 }
 
+// errClosed is what the device answers once its backend is closed (a
+// runtime closed after the backend: its buffers are already freed).
+var errClosed = errors.New("cuda: the backend is closed")
+
+// enter makes the backend's context current; false once it is closed.
+func (d *offloadDevice) enter() bool {
+	if d.c.closed {
+		return false
+	}
+	d.c.enter()
+	return true
+}
+
 func (d *offloadDevice) Budget() int64 { return d.c.mem.limit }
 func (d *offloadDevice) Used() int64   { return d.c.mem.used }
 func (d *offloadDevice) Peak() int64   { return d.c.mem.peak }
 
 func (d *offloadDevice) Alloc(name string, n int64) (offload.Buffer, error) {
-	d.c.enter()
+	if !d.enter() {
+		return nil, errClosed
+	}
 	p, err := d.c.mem.alloc(name, n)
 	if err != nil {
 		return nil, err
@@ -54,20 +70,36 @@ func (d *offloadDevice) Free(b offload.Buffer) error {
 	if err != nil {
 		return err
 	}
-	d.c.enter()
+	if !d.enter() {
+		return nil // freed with the backend
+	}
 	return d.c.mem.free(x.Ptr)
 }
 
-func (d *offloadDevice) Reserve(name string, n int64) error { return d.c.mem.reserve(name, n) }
-func (d *offloadDevice) Unreserve(name string)              { d.c.mem.unreserve(name) }
+func (d *offloadDevice) Reserve(name string, n int64) error {
+	if d.c.closed {
+		return errClosed
+	}
+	return d.c.mem.reserve(name, n)
+}
+
+func (d *offloadDevice) Unreserve(name string) {
+	if !d.c.closed {
+		d.c.mem.unreserve(name)
+	}
+}
 
 func (d *offloadDevice) NewStream() (offload.Stream, error) {
-	d.c.enter()
+	if !d.enter() {
+		return nil, errClosed
+	}
 	return d.c.drv.newStream()
 }
 
 func (d *offloadDevice) DestroyStream(s offload.Stream) error {
-	d.c.enter()
+	if !d.enter() {
+		return nil
+	}
 	if s == d.c.drv.computeStream() {
 		return nil // the backend's compute stream now: it outlives the runtime
 	}
@@ -75,12 +107,16 @@ func (d *offloadDevice) DestroyStream(s offload.Stream) error {
 }
 
 func (d *offloadDevice) NewFence() (offload.Fence, error) {
-	d.c.enter()
+	if !d.enter() {
+		return nil, errClosed
+	}
 	return d.c.drv.newEvent()
 }
 
 func (d *offloadDevice) DestroyFence(f offload.Fence) error {
-	d.c.enter()
+	if !d.enter() {
+		return nil
+	}
 	return d.c.drv.destroyEvent(f)
 }
 
@@ -95,7 +131,9 @@ func (d *offloadDevice) CopyAsync(s offload.Stream, dst offload.Buffer, off int6
 	if off < 0 || off+int64(len(src)) > x.N {
 		return fmt.Errorf("cuda: copy of %d bytes at %d into a buffer of %d", len(src), off, x.N)
 	}
-	d.c.enter()
+	if !d.enter() {
+		return errClosed
+	}
 	if d.c.ws.pinFailed == nil {
 		d.c.ws.pin(src)
 	}
@@ -103,17 +141,23 @@ func (d *offloadDevice) CopyAsync(s offload.Stream, dst offload.Buffer, off int6
 }
 
 func (d *offloadDevice) Record(f offload.Fence, s offload.Stream) error {
-	d.c.enter()
+	if !d.enter() {
+		return errClosed
+	}
 	return d.c.drv.recordOn(f, s)
 }
 
 func (d *offloadDevice) Wait(f offload.Fence) error {
-	d.c.enter()
+	if !d.enter() {
+		return errClosed
+	}
 	return d.c.drv.syncEvent(f)
 }
 
 func (d *offloadDevice) StreamWait(s offload.Stream, f offload.Fence) error {
-	d.c.enter()
+	if !d.enter() {
+		return errClosed
+	}
 	return d.c.drv.waitOn(s, f)
 }
 
