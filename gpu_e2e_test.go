@@ -87,3 +87,29 @@ func TestNoGPUFallback(t *testing.T) {
 		}
 	}
 }
+
+// -tags nocuda builds a fully static binary without the CUDA binding (for
+// systems without glibc's dynamic loader): --device cuda says so in one
+// line, --device auto runs on the CPU.
+func TestNoCUDABuild(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pp-offline-static")
+	build := exec.Command("go", "build", "-tags", "nocuda", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags nocuda: %v\n%s", err, out)
+	}
+	out := t.TempDir()
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, setFlag(tinyArgs(out, "--greedy"), "--device", "cuda")...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "built with -tags nocuda") {
+		t.Fatalf("--device cuda in a nocuda build: %v\n%s", err, stderr.String())
+	}
+	cmd = exec.Command(bin, setFlag(tinyArgs(out, "--greedy"), "--device", "auto")...)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil || !strings.Contains(stderr.String(), "device: no usable GPU") {
+		t.Fatalf("--device auto in a nocuda build: %v\n%s", err, stderr.String())
+	}
+}
