@@ -11,6 +11,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/offload"
 )
 
 func init() {
@@ -33,6 +34,9 @@ func init() {
 			&cli.BoolFlag{Name: "json", Usage: "end with one line of JSON (the figures, for scripts)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to this file (go tool pprof)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-frame log"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, cuda or auto (a usable GPU, else the CPU)"},
+			&cli.BoolFlag{Name: "cpu-offload", Usage: "--device cuda: run the LM through the offload plan for --gpu-memory"},
+			&cli.StringFlag{Name: "gpu-memory", Usage: "--device cuda: device memory pp-offline may allocate, e.g. 8GiB (default: the free memory)"},
 		},
 		Action: runBench,
 	})
@@ -56,6 +60,19 @@ func runBench(c *cli.Context) error {
 		return fmt.Errorf("--weights: %v", err)
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	dev, err := resolveDevice(c.String("device"), c.Bool("cpu-offload"), log)
+	if err != nil {
+		return err
+	}
+	if dev == "sim" {
+		return fmt.Errorf("bench --device sim: use pp-offline tune --device sim")
+	}
+	gpu := infer.GPUOptions{Offload: c.Bool("cpu-offload"), ComputeDType: ops.ComputeDType()}
+	if c.IsSet("gpu-memory") {
+		if gpu.Memory, err = offload.ParseSize(c.String("gpu-memory")); err != nil {
+			return fmt.Errorf("--gpu-memory: %w", err)
+		}
+	}
 	if p := c.String("cpuprofile"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -72,6 +89,7 @@ func runBench(c *cli.Context) error {
 		Frames: c.Int("frames"), Warmup: c.Int("warmup"), Threads: c.Int("threads"),
 		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), BatchSize: c.Int("batch-size"), Log: log,
 		Weights: c.String("weights"),
+		Device:  dev, GPU: gpu,
 	})
 	if err != nil {
 		return err
@@ -90,6 +108,12 @@ func runBench(c *cli.Context) error {
 	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
 	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
 	fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (measured)  → %.0f%% of the roofline\n", r.MemoryGBps, 100*r.RooflineFraction)
+	if r.Device != "" && dev == "cuda" {
+		fmt.Fprintf(w, "  device           %s, peak %.2f GiB of %.2f GiB, %.3f GB streamed\n", r.Device, float64(r.DevicePeakBytes)/(1<<30), float64(r.DeviceLimit)/(1<<30), float64(r.StreamedBytes)/1e9)
+	}
+	if r.PlanSummary != "" {
+		fmt.Fprintf(w, "  offload plan     %9.2f ms/frame predicted (%s)\n", r.PlanFrameMs, r.PlanSummary)
+	}
 	if c.Bool("json") {
 		js, err := json.Marshal(r)
 		if err != nil {

@@ -94,7 +94,7 @@ func mainFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "seed", Value: -1, Usage: "seed for sampling (-1: draw one and log it)"},
 		&cli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output WAV encoding: pcm16 (as the reference) or float32 (lossless)"},
 		&cli.StringFlag{Name: "output-text-format", Value: "list", Usage: "list (the reference's JSON list of pieces) or rich (object with text and per-frame tokens)"},
-		&cli.StringFlag{Name: "gpu-memory", Usage: "device memory the --cpu-offload plan may use, e.g. 8GiB (B, KiB, MiB, GiB, KB, MB, GB; default: the free device memory; see pp-offline plan)"},
+		&cli.StringFlag{Name: "gpu-memory", Usage: "device memory pp-offline may allocate on the GPU, and the --cpu-offload plan is made for, e.g. 8GiB (B, KiB, MiB, GiB, KB, MB, GB; default: the free device memory; see pp-offline plan)"},
 		&cli.StringFlag{Name: "host-memory", Usage: "host memory the --cpu-offload plan may use (default: unlimited)"},
 		// The simulated device (--device sim, docs/OFFLOAD.md): for tests, left out of --help.
 		&cli.StringFlag{Name: "workspace", Hidden: true, Usage: "device memory kept for activations (default 256MiB)"},
@@ -390,13 +390,36 @@ func isFlatSchema(data []byte) bool {
 	return true
 }
 
-// offloadOptions reads the simulated device's flags (--device sim).
+// offloadOptions reads the device's memory flags: --device cuda's
+// (--gpu-memory, --host-memory, --cpu-offload) or the simulated device's.
 func offloadOptions(c *cli.Context, o *infer.Options, log *logger) error {
 	flags := []string{"gpu-memory", "host-memory", "workspace", "sim-figures"}
+	if o.Device == "cuda" {
+		o.GPU.Offload = c.Bool("cpu-offload")
+		o.GPU.ComputeDType = ops.ComputeDType()
+		for _, f := range []struct {
+			name string
+			dst  *int64
+		}{{"gpu-memory", &o.GPU.Memory}, {"host-memory", &o.GPU.HostMemory}} {
+			if c.IsSet(f.name) {
+				n, err := offload.ParseSize(c.String(f.name))
+				if err != nil {
+					return fmt.Errorf("--%s: %w", f.name, err)
+				}
+				*f.dst = n
+			}
+		}
+		for _, f := range []string{"workspace", "sim-figures"} {
+			if c.IsSet(f) {
+				log.Infof("--%s has no effect with --device cuda (it applies to --device sim)", f)
+			}
+		}
+		return nil
+	}
 	if o.Device != "sim" {
 		for _, f := range flags {
 			if c.IsSet(f) {
-				log.Infof("--%s has no effect on the CPU (it applies to --device sim in this build)", f)
+				log.Infof("--%s has no effect on the CPU (it applies to --device cuda and sim)", f)
 			}
 		}
 		return nil
@@ -424,6 +447,9 @@ func offloadOptions(c *cli.Context, o *infer.Options, log *logger) error {
 	return nil
 }
 
+// resolveDevice picks the backend: --device auto takes a usable GPU, else
+// the CPU with one log line; --device cuda without one is an error, except
+// with --cpu-offload, which says so in one line and runs on the CPU.
 func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 	switch dev {
 	case "sim":
@@ -432,10 +458,15 @@ func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 		}
 		return "sim", nil
 	case "auto":
-		if infer.CUDAAvailable() {
+		why := infer.CUDAUnavailable()
+		if why == nil {
 			return "cuda", nil
 		}
-		log.Infof("device: no usable GPU (this build has no CUDA backend): running on the CPU")
+		if cpuOffload {
+			log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
+		} else {
+			log.Infof("device: no usable GPU (%v): running on the CPU", why)
+		}
 		return "cpu", nil
 	case "cpu":
 		if cpuOffload {
@@ -443,19 +474,19 @@ func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
 		}
 		return "cpu", nil
 	case "cuda":
-		if !infer.CUDAAvailable() {
+		if why := infer.CUDAUnavailable(); why != nil {
 			if cpuOffload {
-				log.Infof("--cpu-offload: no usable GPU (this build has no CUDA backend): running on the CPU")
+				log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
 				return "cpu", nil
 			}
-			return "", fmt.Errorf("--device cuda: no usable GPU (this build has no CUDA backend; build with -tags cuda)")
+			return "", fmt.Errorf("--device cuda: no usable GPU: %v", why)
 		}
 		return "cuda", nil
 	}
 	if strings.HasPrefix(dev, "cuda:") {
 		return resolveDevice("cuda", cpuOffload, log)
 	}
-	return "", fmt.Errorf("--device must be auto, cpu or cuda, not %q", dev)
+	return "", fmt.Errorf("--device must be auto, cpu, cuda or sim, not %q", dev)
 }
 
 func resolveVoice(c *cli.Context, log *logger, repoVoices string) (string, error) {

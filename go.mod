@@ -3,6 +3,7 @@ module github.com/pp-offline/pp-offline
 go 1.26.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/hajimehoshi/go-mp3 v0.3.4
 	github.com/jfreymuth/oggvorbis v1.0.5
 	github.com/mewkiz/flac v1.0.14

@@ -30,7 +30,10 @@ type BenchOptions struct {
 	KVFill int
 	// BatchSize is the number of conversations run in lockstep (≤ 1: one).
 	BatchSize int
-	Log       Logger
+	// Device is "cpu" (default) or "cuda", with GPU's options.
+	Device string
+	GPU    GPUOptions
+	Log    Logger
 }
 
 // BenchResult is what `pp-offline bench` reports: medians over the frames.
@@ -66,13 +69,26 @@ type BenchResult struct {
 	NumCPU                int     `json:"num_cpu"`
 	KernelPath            string  `json:"kernel"`
 	ComputeDType          string  `json:"compute_dtype"`
+	Device                string  `json:"device,omitempty"`
+	// The offload plan's prediction (--cpu-offload on a GPU) and the device
+	// memory the backend held at most.
+	PlanFrameMs     float64 `json:"plan_frame_ms,omitempty"`
+	PlanSummary     string  `json:"plan,omitempty"`
+	DevicePeakBytes int64   `json:"device_peak_bytes,omitempty"`
+	DeviceLimit     int64   `json:"device_limit_bytes,omitempty"`
+	StreamedBytes   int64   `json:"streamed_bytes,omitempty"`
 }
 
 // Bench runs the full frame loop (Mimi encode → LMGen step → Mimi decode)
 // on random or real weights and measures it. The LM's KV cache is sized to
 // the frames run (a 3000-step float32 cache at 7B is 3 GB); attention
 // semantics are unchanged since no position falls out of the context.
-func Bench(o BenchOptions) (*BenchResult, error) {
+func Bench(o BenchOptions) (res *BenchResult, err error) {
+	defer deviceFailure(&err)
+	return bench(o)
+}
+
+func bench(o BenchOptions) (*BenchResult, error) {
 	if o.Log == nil {
 		o.Log = nopLog{}
 	}
@@ -158,15 +174,29 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 	}
 	res.LoadSeconds = time.Since(t0).Seconds()
 
-	be, err := newBackend(Options{Threads: o.Threads})
+	bc := cfg
+	bc.LM = lmCfg
+	be, err := newBackend(Options{Threads: o.Threads, Device: o.Device, GPU: o.GPU, Config: &bc, BatchSize: o.BatchSize})
 	if err != nil {
 		return nil, err
 	}
 	defer be.Close()
-	res.KernelPath, res.ComputeDType = be.Engine().KernelName(), be.Engine().ComputeDType()
+	res.KernelPath, res.ComputeDType = be.cpu.Engine().KernelName(), be.cpu.Engine().ComputeDType()
+	res.Device = be.Name()
+	if be.plan != nil {
+		res.PlanFrameMs, res.PlanSummary = be.plan.Predict.FrameMs, be.plan.Summary()
+		o.Log.Infof("offload plan: %s", res.PlanSummary)
+	}
 	codec.SetBackend(be)
 	res.BatchSize = B
-	eng := lm.NewEngine(model, be, nil)
+	placed, err := placeOnGPU(be, model, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	if placed != nil {
+		defer placed.Close()
+	}
+	eng := lm.NewEngine(model, be, weightsOf(placed))
 	batch := codec.NewBatch()
 	gens := make([]*lm.Gen, B)
 	encs := make([]*mimi.Encoder, B)
@@ -241,7 +271,11 @@ func Bench(o BenchOptions) (*BenchResult, error) {
 		return nil, fmt.Errorf("no frame measured (frames %d, warmup %d)", o.Frames, o.Warmup)
 	}
 	res.Frames = len(tLM)
-	res.Threads = be.Engine().Threads()
+	res.Threads = be.cpu.Engine().Threads()
+	if be.gpu != nil {
+		_, res.DevicePeakBytes, res.DeviceLimit = be.gpu.Memory()
+		_, res.StreamedBytes = be.gpu.Stats()
+	}
 	res.KVPositions = min(gen.TransformerState().Offset, lmCfg.Context)
 	res.LMMsPerFrame = median(tLM)
 	res.TemporalMsPerFrame = median(tTemp)

@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/pp-offline/pp-offline/audio"
-	"github.com/pp-offline/pp-offline/infer/backend/cpu"
+	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/mimi"
@@ -145,11 +145,6 @@ func finiteAudio(path string, x []float32, rate int) error {
 	return nil
 }
 
-// newBackend is the backend of a job (this build has the CPU's only).
-func newBackend(o Options) (*cpu.CPU, error) {
-	return cpu.New(cpu.Options{Threads: o.Threads})
-}
-
 // RunItems is the offline job over many conversations: it loads the models
 // once and runs every item next yields, up to o.BatchSize (default 1)
 // conversations in lockstep — each LM step and each codec transformer pass
@@ -173,6 +168,10 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
+			if f, ok := r.(*cuda.Failure); ok {
+				err = f // a device failure inside an op (see deviceFailure)
+				return
+			}
 			// A fault with SetPanicOnFault is a runtime.Error with an Addr
 			// method (a plain nil dereference has none).
 			if re, ok := r.(interface {
@@ -238,6 +237,11 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	}
 	est := EstimateMemory(cfg, B, positions, prefill)
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
+	if o.Device == "cuda" {
+		// The KV rings and activations live in device memory (the device's
+		// size check, or the offload plan, accounts for them).
+		est.KV, est.Activations = 0, 0
+	}
 	if err := checkMemory(est, o.Log, "use a smaller --batch-size, quantized weights or --cpu-offload with a GPU"); err != nil {
 		return err
 	}
@@ -268,6 +272,14 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		defer placed.Close()
 		for _, line := range placed.Summary() {
 			o.Log.Infof("%s", line)
+		}
+	}
+	if o.Device == "cuda" {
+		if placed, err = placeOnGPU(be, model, o.Log); err != nil {
+			return err
+		}
+		if placed != nil {
+			defer placed.Close()
 		}
 	}
 	eng := lm.NewEngine(model, be, weightsOf(placed))

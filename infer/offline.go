@@ -46,7 +46,7 @@ type Options struct {
 	MoshiWeight string
 	MimiWeight  string
 	Config      *config.Config
-	Device      string // "cpu" (the only backend of this build), or "sim" (below)
+	Device      string // "cpu", "cuda" (GPU, below) or "sim" (below)
 	Threads     int
 	// BatchSize is the number of conversations RunItems runs in lockstep
 	// (≤ 1: one at a time).
@@ -55,6 +55,8 @@ type Options struct {
 	// on a simulated device (offload's planner for the device's memory;
 	// docs/OFFLOAD.md). The outputs are those of the CPU.
 	Offload lm.SimOptions
+	// GPU configures Device "cuda".
+	GPU GPUOptions
 
 	Greedy              bool
 	TempAudio, TempText float64
@@ -205,6 +207,3 @@ func checkVoiceEmbeddings(path string, p lm.SystemPrompt, c *config.LM) error {
 	}
 	return nil
 }
-
-// CUDAAvailable reports whether a CUDA backend and a usable GPU exist.
-func CUDAAvailable() bool { return false }

@@ -487,6 +487,10 @@ func (p *Placed) Err() error { return p.err }
 // Plan is the plan executed.
 func (p *Placed) Plan() *offload.Plan { return p.plan }
 
+// Runtime is the offload runtime executing the plan (a device backend sets
+// its DeviceCompute and queues its kernels on its ComputeStream).
+func (p *Placed) Runtime() *offload.Runtime { return p.rt }
+
 // Device is the device the plan runs on.
 func (p *Placed) Device() offload.Device { return p.dev }
 
@@ -605,4 +609,25 @@ func splitIndex(name string) (string, int, bool) {
 		return "", 0, false
 	}
 	return name[:k+1], n, true
+}
+
+// PlacementOf maps each tensor of a plan's units to the unit's placement
+// (a tensor split over several units, as the depformer's per-step rows,
+// takes its first unit's); tensors of no unit (the Mimi transformers,
+// tables) are resident.
+func PlacementOf(plan *offload.Plan) func(name string) offload.Placement {
+	m := map[string]offload.Placement{}
+	for i, u := range plan.Units() {
+		for _, p := range u.Parts {
+			if _, ok := m[p.Tensor]; !ok {
+				m[p.Tensor] = plan.Where[i]
+			}
+		}
+	}
+	return func(name string) offload.Placement {
+		if w, ok := m[name]; ok {
+			return w
+		}
+		return offload.Resident
+	}
 }

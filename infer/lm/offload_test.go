@@ -61,7 +61,7 @@ func runTraced(t *testing.T, m *Model, opt GenOptions, scenario string, w ...Wei
 	if len(w) > 0 {
 		wt = w[0]
 	}
-	g = NewEngine(m, testBE, wt).NewGen(opt)
+	g = NewEngine(m, runBE, wt).NewGen(opt)
 	p := SystemPrompt{TextIDs: textPromptIDs(t, scenario)}
 	if scenario == "run_wav" {
 		p.VoiceFrames = codes(t, tiny+"expected/mimi/voice_prompt_encode.safetensors")

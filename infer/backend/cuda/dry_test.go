@@ -1,0 +1,154 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/pp-offline/pp-offline/infer/backend"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
+	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/offload"
+)
+
+func dryWeight(rows, cols int, dt weights.DType) *backend.Weight {
+	return &backend.Weight{Name: "w", Rows: rows, Cols: cols, DType: dt, Host: make([]byte, rows*cols*dt.Size())}
+}
+
+// Every op of the backend, on the dry driver: each launch matches its
+// kernel's signature and the launch limits, through every path (both
+// matmul kernels, vectorised or not, views, rings grown, wrapped, copied,
+// stepwise and chunked attention, CPU and streamed placements). No values
+// are checked (TestConformance does that on a GPU).
+func TestDryOps(t *testing.T) {
+	for _, dtype := range []string{"f32", "bf16"} {
+		be, st, err := NewDry(Options{ComputeDType: dtype}, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dt := range []weights.DType{weights.BF16, weights.F16, weights.F32} {
+			for _, sh := range [][2]int{{1, 8}, {37, 64}, {96, 97}, {300, 256}} {
+				w := dryWeight(sh[0], sh[1], dt)
+				for _, B := range []int{1, 9, 16} {
+					x, y := be.NewActs(B, sh[1]), be.NewActs(B, sh[0])
+					be.Upload(x, make([]float32, B*sh[1]))
+					be.MatMul(y, x, w)
+					be.Download(make([]float32, B*sh[0]), y)
+				}
+			}
+		}
+		want := "matmul_fma"
+		if dtype == "bf16" {
+			want = "matmul_mma_bf16"
+		}
+		if st.Count(want) == 0 {
+			t.Fatalf("%s compute never launched %s", dtype, want)
+		}
+		const B, D = 5, 96
+		a := be.NewActs(B, D)
+		wide := be.NewActs(B+2, D+8)
+		be.Upload(wide.Columns(4, 4+D).Slice(1, 1+B), make([]float32, B*D))
+		be.Download(make([]float32, B*D), wide.Columns(4, 4+D).Slice(1, 1+B))
+		scale, bias := dryWeight(1, D, weights.BF16), dryWeight(1, D, weights.F32)
+		be.Norm(a, wide.Columns(0, D).Slice(0, B), &backend.Norm{RMS: true, Eps: 1e-5, W: scale})
+		be.Norm(a, a, &backend.Norm{Eps: 1e-5, W: scale, B: bias})
+		be.AddScaled(a, a, scale)
+		be.AddScaled(a, a, nil)
+		be.Gate(a.Columns(0, D/2), a, backend.SiLU)
+		be.Activate(a.Columns(3, 50), backend.GELU)
+		be.RoPE(a.Columns(16, 64), be.NewRope(16, 10000), []int{0, 7, 300, 2999, 12})
+		be.Copy(wide.Slice(2, 2+B).Columns(0, D), a)
+		tabs := []*backend.Weight{dryWeight(11, 40, weights.BF16), dryWeight(7, 40, weights.F32), dryWeight(13, 40, weights.F16)}
+		e := be.NewActs(3, 40)
+		be.Embed(e, tabs, []int{3, 0, 12, backend.ZeroToken, 6, 1, 10, 2, backend.ZeroToken}, false)
+		be.Embed(e, tabs, []int{3, 0, 12, backend.ZeroToken, 6, 1, 10, 2, backend.ZeroToken}, true)
+
+		const H, dh, ctx = 4, 16, 24
+		rings := []*backend.Ring{be.NewRing(H, dh, 2), be.NewRing(H, dh, ctx), be.NewRing(H, dh, 3)}
+		for p := 0; p < 5; p++ {
+			if p+1 >= rings[0].Capacity {
+				be.GrowRing(rings[0], min(ctx, 2*rings[0].Capacity))
+			}
+			be.Attend(be.NewActs(1, H*dh), be.NewActs(1, 3*H*dh), []backend.Seq{{Ring: rings[0], Rows: 1}}, ctx, true)
+		}
+		be.FillRing(rings[1], 30)
+		for _, stepwise := range []bool{true, false} {
+			seqs := []backend.Seq{{Ring: rings[0], Rows: 3}, {Ring: rings[1], Rows: 1}, {Ring: rings[2], Rows: 4}} // 4 > capacity 3: written row by row
+			be.Attend(be.NewActs(8, H*dh), be.NewActs(8, 3*H*dh), seqs, ctx, stepwise)
+		}
+		cp := be.NewRing(H, dh, 1)
+		be.CopyRing(cp, rings[1])
+		if cp.End != rings[1].End || cp.Capacity != ctx {
+			t.Fatalf("CopyRing: end %d capacity %d", cp.End, cp.Capacity)
+		}
+		for _, k := range []string{"rmsnorm", "layernorm", "add_scaled", "gate", "activate", "rope", "copy2d", "embed_sum", "ring_write", "attend", "fill_ring"} {
+			if st.Count(k) == 0 {
+				t.Errorf("%s compute: %s never launched", dtype, k)
+			}
+		}
+		be.Close()
+	}
+}
+
+// Placements: CPU weights are multiplied by the CPU backend (nothing
+// launched for them), streamed ones staged; the memory limit holds.
+func TestDryPlacements(t *testing.T) {
+	place := map[string]offload.Placement{"cpu": offload.CPU, "streamed": offload.Streamed}
+	be, st, err := NewDry(Options{ComputeDType: "f32", CPU: cpu.Default(), Stream: true, SlotBytes: 1 << 16,
+		Place: func(n string) offload.Placement { return place[n] }}, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	x, y := be.NewActs(2, 64), be.NewActs(2, 32)
+	for _, name := range []string{"cpu", "streamed", "resident"} {
+		w := dryWeight(32, 64, weights.BF16)
+		w.Name = name
+		n := st.Count("matmul_fma")
+		be.MatMul(y, x, w)
+		if launched := st.Count("matmul_fma") > n; launched == (name == "cpu") {
+			t.Errorf("%s weight: launched %v", name, launched)
+		}
+	}
+	if _, staged := be.Stats(); staged != 32*64*2 {
+		t.Fatalf("%d bytes staged", staged)
+	}
+	used, peak, limit := be.Memory()
+	if used > limit || peak > limit {
+		t.Fatalf("%d used, %d peak of %d", used, peak, limit)
+	}
+}
+
+// The offload.Device of a closed backend answers errors, never panics (a
+// runtime closed after its backend).
+func TestOffloadDeviceAfterClose(t *testing.T) {
+	be, _, err := NewDry(Options{}, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := be.OffloadDevice()
+	b, err := d.Alloc("unit", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := d.NewStream()
+	f, _ := d.NewFence()
+	if err := d.Reserve("kv", 1<<20); err != nil || d.Used() < 1<<20 {
+		t.Fatal(err, d.Used())
+	}
+	if err := d.CopyAsync(s, b, 0, make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CopyAsync(s, b, 1, make([]byte, 1000)); err == nil {
+		t.Fatal("a copy past the buffer's end was accepted")
+	}
+	be.Close()
+	if err := d.Free(b); err != nil {
+		t.Fatal(err)
+	}
+	d.Unreserve("kv")
+	if err := d.Record(f, s); err == nil {
+		t.Fatal("a record on a closed backend succeeded")
+	}
+	if err := d.DestroyStream(s); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,151 @@
+// Matrix products y[b] = W·x[b] (F.linear without bias) for a batch of B
+// rows, float32 accumulation. Both kernels reduce every output element in
+// an order fixed by K alone, so a row's result never depends on B, on its
+// place in the batch or on the other rows (the backend's batching
+// contract).
+#include "common.cuh"
+
+// load8 widens weight elements [k, k+8) of one row (zero past K). vec: the
+// row is 16-byte aligned and K % 8 == 0, so the loads are vectorised.
+__device__ __forceinline__ void load8(const char* row, int dt, int k, int K, int vec, float* o) {
+  if (vec) {
+    if (dt == DT_F32) {
+      float4 a = __ldg((const float4*)(row + 4ll * k));
+      float4 b = __ldg((const float4*)(row + 4ll * k + 16));
+      o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
+      return;
+    }
+    uint4 u = __ldg((const uint4*)(row + 2ll * k));
+    unsigned v[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      unsigned short lo = v[i] & 0xffffu, hi = v[i] >> 16;
+      o[2 * i] = dt == DT_BF16 ? bf16f(lo) : f16f(lo);
+      o[2 * i + 1] = dt == DT_BF16 ? bf16f(hi) : f16f(hi);
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) o[e] = k + e < K ? ldw(row, dt, k + e) : 0.0f;
+}
+
+// matmul_fma: the float32 path (every dtype; the parity path). One warp per
+// output row n; lane l accumulates, per batch row, elements k = 256c + 8l + e
+// in order (c, e), then the 32 partial sums are combined by a fixed xor
+// tree. Batch rows go 8 at a time (the warp's weight row, read once from
+// HBM per chunk of 8, stays in L1/L2 for the next chunk).
+extern "C" __global__ void matmul_fma(float* y, int ldy, const float* x, int ldx, const void* w, int dt, int N, int K, int B, int vec) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int n = blockIdx.x * (blockDim.x >> 5) + warp;
+  if (n >= N) return;
+  int es = dt == DT_F32 ? 4 : 2;
+  const char* row = (const char*)w + (long long)n * K * es;
+  for (int b0 = 0; b0 < B; b0 += 8) {
+    int nb = min(8, B - b0);
+    float acc[8];
+#pragma unroll
+    for (int b = 0; b < 8; b++) acc[b] = 0.0f;
+#pragma unroll 2
+    for (int k = lane * 8; k < K; k += 256) {
+      float wv[8];
+      load8(row, dt, k, K, vec, wv);
+#pragma unroll
+      for (int b = 0; b < 8; b++) {
+        if (b < nb) {
+          const float* xr = x + (long long)(b0 + b) * ldx + k;
+#pragma unroll
+          for (int e = 0; e < 8; e++)
+            if (k + e < K) acc[b] = fmaf(wv[e], xr[e], acc[b]);
+        }
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < 8; b++) {
+      float v = acc[b];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0 && b < nb) y[(long long)(b0 + b) * ldy + n] = v;
+    }
+  }
+}
+
+#define MMA_WARPS 8
+
+__device__ __forceinline__ void mma_bf16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// w8 loads weight elements [k, k+8) of row n as four bf16 pairs (zero past
+// K or past N; vec: K % 8 == 0, so k < K means the whole 16 bytes are in
+// the row).
+__device__ __forceinline__ uint4 w8(const unsigned short* w, int n, int N, int k, int K, int vec) {
+  if (n >= N || k >= K) return make_uint4(0, 0, 0, 0);
+  const unsigned short* p = w + (long long)n * K + k;
+  if (vec) return __ldg((const uint4*)p);
+  unsigned v[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    unsigned lo = k + 2 * i < K ? p[2 * i] : 0u, hi = k + 2 * i + 1 < K ? p[2 * i + 1] : 0u;
+    v[i] = lo | (hi << 16);
+  }
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+// x8 rounds activations [k, k+8) of batch row b to bf16 pairs (zero past K
+// or past B).
+__device__ __forceinline__ uint4 x8(const float* x, int ldx, int b, int B, int k, int K) {
+  if (b >= B) return make_uint4(0, 0, 0, 0);
+  const float* p = x + (long long)b * ldx + k;
+  unsigned v[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    unsigned lo = k + 2 * i < K ? rne_bf16(p[2 * i]) : 0u, hi = k + 2 * i + 1 < K ? rne_bf16(p[2 * i + 1]) : 0u;
+    v[i] = lo | (hi << 16);
+  }
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+// matmul_mma_bf16: bf16 weights with activations rounded to bf16 (the bf16
+// compute mode), on tensor cores: mma.sync m16n8k16, W as the row-major A
+// operand (16 output rows), the batch as the column-major B operand (8 rows
+// of x). A block of MMA_WARPS warps owns 16 output rows × 8 batch rows;
+// warp w takes the 32-wide K chunks w, w+8, …, and the warps' sums are
+// added in warp order. Within a chunk, thread (g = lane/4, t = lane%4)
+// loads 8 consecutive elements [32c + 8t, +8) of its rows with one 16-byte
+// load and feeds them to two mma as the fragments' k pairs {2t, 2t+1,
+// 2t+8, 2t+9}: A and B use the same permutation of k, so the sum is the
+// product's. Memory-bound at small B (each weight read once for the 8
+// rows); for B > 8 the grid's y dimension takes further groups of 8.
+extern "C" __global__ void matmul_mma_bf16(float* y, int ldy, const float* x, int ldx, const unsigned short* w, int N, int K, int B, int vec) {
+  __shared__ float red[MMA_WARPS][32][4];
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int g = lane >> 2, t = lane & 3;
+  int n0 = blockIdx.x * 16, b0 = blockIdx.y * 8;
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int chunks = (K + 31) / 32;
+#pragma unroll 2
+  for (int ch = warp; ch < chunks; ch += MMA_WARPS) {
+    int k = ch * 32 + 8 * t;
+    uint4 wa = w8(w, n0 + g, N, k, K, vec);
+    uint4 wb = w8(w, n0 + g + 8, N, k, K, vec);
+    uint4 xb = x8(x, ldx, b0 + g, B, k, K);
+    mma_bf16(c, wa.x, wb.x, wa.y, wb.y, xb.x, xb.y);
+    mma_bf16(c, wa.z, wb.z, wa.w, wb.w, xb.z, xb.w);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) red[warp][lane][i] = c[i];
+  __syncthreads();
+  if (warp != 0) return;
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int v = 0; v < MMA_WARPS; v++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) s[i] += red[v][lane][i];
+  // c0, c1: output row g, batch columns 2t, 2t+1; c2, c3: row g+8.
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    int n = n0 + g + (i >= 2 ? 8 : 0), b = b0 + 2 * t + (i & 1);
+    if (n < N && b < B) y[(long long)b * ldy + n] = s[i];
+  }
+}

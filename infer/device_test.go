@@ -1,0 +1,129 @@
+package infer
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/pp-offline/pp-offline/infer/backend/cuda"
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/offload"
+)
+
+// The size check of a fully resident GPU job: the 7B's weights and KV
+// cache do not fit an 8 GiB budget, and the message says what to do; they
+// fit an H200.
+func TestFits(t *testing.T) {
+	cfg, err := config.Load("../testdata/personaplex-7b.config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const weights7B = 16_700_000_000
+	f := FitsFor(cfg, weights7B, 1, 8<<30)
+	msg := f.Error()
+	if msg == "" || !strings.Contains(msg, "--cpu-offload") || !strings.Contains(msg, "8.00 GiB") {
+		t.Fatalf("7B in 8 GiB: %q", msg)
+	}
+	if msg := FitsFor(cfg, weights7B, 1, 131<<30).Error(); msg != "" {
+		t.Fatalf("7B on an H200: %q", msg)
+	}
+	// The KV cache grows with the batch.
+	if a, b := FitsFor(cfg, weights7B, 1, 0).KV, FitsFor(cfg, weights7B, 8, 0).KV; b != 8*a {
+		t.Fatalf("KV at B=8: %d, at B=1: %d", b, a)
+	}
+}
+
+// The placement a plan gives each tensor, by name: the units' tensors
+// their unit's placement, anything else resident.
+func TestPlacementOf(t *testing.T) {
+	cfg, err := config.Load("../testdata/personaplex-7b.config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := offload.NewProblem(units, offload.Workload{Batch: 1}, offload.DefaultFigures(), 8<<30, 0).Solve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := lm.PlacementOf(plan)
+	counts := map[offload.Placement]int{}
+	for i, u := range plan.Units() {
+		w := place(u.Parts[0].Tensor)
+		if u.Kind == offload.KindLayer && w != plan.Where[i] {
+			t.Fatalf("%s (%s): placed %s", u.Name, u.Parts[0].Tensor, w)
+		}
+		counts[w]++
+	}
+	if counts[offload.Resident] == 0 || counts[offload.Resident] == len(plan.Units()) {
+		t.Fatalf("an 8 GiB plan for the 7B: %v", counts)
+	}
+	if place("encoder_transformer.layers.0.gating.linear_in.weight") != offload.Resident {
+		t.Fatal("a tensor of no unit is not resident")
+	}
+}
+
+// withDryGPU makes Device "cuda" use the CUDA backend's dry driver (no
+// GPU): a device of mem bytes.
+func withDryGPU(t *testing.T, mem int64) {
+	newGPU = func(o cuda.Options) (*cuda.CUDA, error) {
+		limit := o.Memory
+		if limit <= 0 {
+			limit = mem
+		}
+		g, _, err := cuda.NewDry(o, limit)
+		return g, err
+	}
+	gpuFreeMemory = func() (int64, error) { return mem, nil }
+	t.Cleanup(func() { newGPU, gpuFreeMemory = cuda.New, cuda.FreeMemory })
+}
+
+// The job and bench paths of Device "cuda" on the dry driver: the size
+// check refuses a model that does not fit with its one-line message;
+// --cpu-offload plans for the budget and runs; bench reports the plan and
+// the device's memory.
+func TestCUDAJobPathsDry(t *testing.T) {
+	cfg, err := config.Load("../testdata/tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := "../testdata/tiny/"
+	o := Options{Config: cfg, Device: "cuda", MoshiWeight: tiny + "model.safetensors", MimiWeight: tiny + "mimi.safetensors",
+		Tokenizer: tiny + "tokenizer.model", Greedy: true}
+	item := &Item{InputWAV: tiny + "input.wav", VoicePrompt: tiny + "voices/TINYF0.pt", Greedy: true}
+	run := func(o Options) (int, error) {
+		n := 0
+		err := RunItems(context.Background(), o, Items(item), func(r ItemResult) {
+			if r.Err != nil {
+				t.Errorf("item: %v", r.Err)
+			}
+			n++
+		})
+		return n, err
+	}
+
+	withDryGPU(t, 16<<20) // 16 MiB: the tiny model and its workspace do not fit
+	if _, err := run(o); err == nil || !strings.Contains(err.Error(), "--cpu-offload") {
+		t.Fatalf("a model larger than the device: %v", err)
+	}
+	withDryGPU(t, 1<<30)
+	if n, err := run(o); err != nil || n != 1 {
+		t.Fatalf("resident: %d items, %v", n, err)
+	}
+	off := o
+	off.GPU = GPUOptions{Offload: true, Memory: 64 << 20}
+	if n, err := run(off); err != nil || n != 1 {
+		t.Fatalf("--cpu-offload: %d items, %v", n, err)
+	}
+
+	r, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Device: "cuda", GPU: GPUOptions{Offload: true, Memory: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PlanSummary == "" || r.DeviceLimit != 64<<20 || r.DevicePeakBytes == 0 || !strings.HasPrefix(r.Device, "cuda (dry run") {
+		t.Fatalf("bench on the dry device: plan %q, limit %d, peak %d, device %q", r.PlanSummary, r.DeviceLimit, r.DevicePeakBytes, r.Device)
+	}
+}
