@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
 
 // Kernels of the opt-in bf16 compute mode (bf16compute.go): VDPBF16PS
 // (AVX512_BF16) dot products of bf16 weights with bf16-rounded activations,
@@ -51,26 +52,6 @@
 	BYTE $0x48; \
 	BYTE $0x72; \
 	BYTE $(0xC0 | (((d)&7)<<3) | ((s)&7))
-
-// ---- horizontal sums in the fixed tree order (as in matvec_amd64.s) ----
-
-// HSUM512 sums the 16 lanes of Z into the low lane of X (X is Z's low
-// part) and stores it to DST. Scratch: Z31.
-#define HSUM512(Z, X, DST) \
-	VEXTRACTF64X4 $1, Z, Y31; \
-	VADDPS Z31, Z, Z; \
-	VEXTRACTF32X4 $1, Z, X31; \
-	VADDPS Z31, Z, Z; \
-	VPERMILPS $0x0E, Z, Z31; \
-	VADDPS Z31, Z, Z; \
-	VMOVSHDUP Z, Z31; \
-	VADDSS X31, X, X; \
-	VMOVSS X, DST
-
-// HSUM32_512 reduces 32 lanes held as ZA (0-15) and ZB (16-31).
-#define HSUM32_512(ZA, ZB, XA, DST) \
-	VADDPS ZB, ZA, ZA; \
-	HSUM512(ZA, XA, DST)
 
 // The mv kernel streams one row at a time and prefetches PFDIST bytes
 // ahead (two cache lines per 64 columns).

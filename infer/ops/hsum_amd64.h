@@ -1,6 +1,6 @@
 // Horizontal sums of the 32-lane accumulators in the fixed tree order of
-// reduce32 (matvec_portable.go), shared by the kernels of matvec_amd64.s
-// and quant_amd64.s.
+// reduce32 (matvec_portable.go), shared by the kernels of matvec_amd64.s,
+// quant_amd64.s and bf16compute_amd64.s.
 
 // ---- horizontal sums in the fixed tree order ----
 
