@@ -4,6 +4,7 @@
 # (quantized at load: --weights), batch sizes 1 and 8.
 #
 #   scripts/bench-quant.sh [frames] > /tmp/bench-quant.md
+#   SHAPES="testdata/personaplex-1b.config.json" limits the shapes run.
 #
 # Targets (issue 15): weight bytes per frame ≤ 0.55× bf16 (q8_0), ≤ 0.32×
 # (q4_k); LM ms per frame ≤ 0.6× (q8_0), ≤ 0.4× (q4_k) at B = 1. The 7B
@@ -22,13 +23,13 @@ echo "- CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; 
 echo
 echo "| shape | weights | B | LM ms/step | LM ms/frame vs bf16 | GB/frame | bytes vs bf16 | achieved GB/s | frames/s |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for cfg in testdata/personaplex-1b.config.json testdata/personaplex-7b.config.json; do
+for cfg in ${SHAPES:-testdata/personaplex-1b.config.json testdata/personaplex-7b.config.json}; do
   for b in 1 8; do
     base=""
     for w in bf16 q8_0 q4_k; do
       flag=()
       [ "$w" != bf16 ] && flag=(--weights "$w")
-      line=$("$bin" bench --config "$cfg" --frames "$frames" --warmup 3 --threads 2 --batch-size "$b" --json -q "${flag[@]}" | tail -1)
+      line=$("$bin" bench --config "$cfg" --frames "$frames" --warmup 3 --threads 2 --batch-size "$b" --memory-mib 256 --json -q "${flag[@]}" | tail -1)
       [ "$w" = bf16 ] && base=$line
       python3 - "$cfg" "$w" "$line" "$base" <<'PY'
 import json, sys, os
