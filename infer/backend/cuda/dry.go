@@ -58,14 +58,14 @@ func (d *dryDriver) copyAsync(dst cu.DevPtr, src []byte, copy bool) error {
 	d.stats.mu.Unlock()
 	return nil
 }
-func (d *dryDriver) newEvent() (event, error)      { return new(int), nil }
-func (d *dryDriver) record(event, bool) error      { return nil }
-func (d *dryDriver) wait(bool, event) error        { return nil }
-func (d *dryDriver) syncEvent(event) error         { return nil }
-func (d *dryDriver) register([]byte) error         { return nil }
-func (d *dryDriver) setCurrent() error             { return nil }
-func (d *dryDriver) sync() error                   { return nil }
-func (d *dryDriver) memset(cu.DevPtr, int64) error { return nil }
+func (d *dryDriver) newEvent() (event, error)        { return new(int), nil }
+func (d *dryDriver) record(event, bool) error        { return nil }
+func (d *dryDriver) wait(bool, event) error          { return nil }
+func (d *dryDriver) syncEvent(event) error           { return nil }
+func (d *dryDriver) register(uintptr, uintptr) error { return nil }
+func (d *dryDriver) setCurrent() error               { return nil }
+func (d *dryDriver) sync() error                     { return nil }
+func (d *dryDriver) memset(cu.DevPtr, int64) error   { return nil }
 func (d *dryDriver) copyDtoD(dst, src cu.DevPtr, n int64) error {
 	if dst == 0 || src == 0 || n < 0 {
 		return fmt.Errorf("dry: device copy of %d bytes %#x → %#x", n, uint64(src), uint64(dst))

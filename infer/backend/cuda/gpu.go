@@ -121,11 +121,12 @@ func (g *gpu) syncEvent(e event) error {
 	return ev.Synchronize()
 }
 
-// register pins b read-only for the device (a read-only mapping needs
-// it), else read-write (devices without read-only registration).
-func (g *gpu) register(b []byte) error {
-	if err := cu.HostRegister(b, true); err != nil {
-		if err2 := cu.HostRegister(b, false); err2 != nil {
+// register pins the host range [addr, addr+n) read-only for the device (a
+// read-only mapping needs it), else read-write (devices without read-only
+// registration).
+func (g *gpu) register(addr, n uintptr) error {
+	if err := cu.HostRegisterRange(addr, n, true); err != nil {
+		if err2 := cu.HostRegisterRange(addr, n, false); err2 != nil {
 			return fmt.Errorf("%v; read-write: %v", err, err2)
 		}
 	}

@@ -100,8 +100,8 @@ func (f *fakeDev) syncEvent(e event) error {
 
 // register refuses, as the driver does, a range overlapping a registered
 // one (whole pages).
-func (f *fakeDev) register(b []byte) error {
-	r := span{uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&b[0])) + uintptr(len(b))}
+func (f *fakeDev) register(addr, n uintptr) error {
+	r := span{addr, addr + n}
 	for _, x := range f.regs {
 		if r.s < x.e && x.s < r.e {
 			return errors.New("CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED")

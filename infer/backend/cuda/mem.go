@@ -32,7 +32,7 @@ type device interface {
 	syncEvent(e event) error
 	// register pins host memory (best effort: an error means copies from
 	// it are staged by the driver).
-	register(b []byte) error
+	register(addr, n uintptr) error // pin host pages [addr, addr+n)
 }
 
 // event is a recorded point of a stream.

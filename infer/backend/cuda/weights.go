@@ -245,8 +245,9 @@ func (s *weightStore) pin(b []byte) {
 	ps := start &^ (s.pageSize - 1)
 	pe := (start + uintptr(len(b)) + s.pageSize - 1) &^ (s.pageSize - 1)
 	for _, r := range uncovered(s.pinned, span{ps, pe}) {
-		p := unsafe.Add(unsafe.Pointer(&b[0]), int(r.s)-int(start))
-		if err := s.d.register(unsafe.Slice((*byte)(p), r.e-r.s)); err != nil {
+		// Addresses only: the rounded pages reach past b's object, where
+		// no Go slice or pointer may point.
+		if err := s.d.register(r.s, r.e-r.s); err != nil {
 			s.pinFailed = err
 			return
 		}

@@ -74,7 +74,7 @@ var (
 	cuMemGetInfo              func(free, total *uint64) Result
 	cuMemAlloc                func(p *DevPtr, n uint64) Result
 	cuMemFree                 func(p DevPtr) Result
-	cuMemHostRegister         func(p unsafe.Pointer, n uint64, flags uint32) Result
+	cuMemHostRegister         func(addr uintptr, n uint64, flags uint32) Result
 	cuMemHostUnregister       func(p unsafe.Pointer) Result
 	cuMemcpyHtoD              func(dst DevPtr, src unsafe.Pointer, n uint64) Result
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src DevPtr, n uint64) Result
@@ -202,7 +202,20 @@ func HostRegister(b []byte, readOnly bool) error {
 	if readOnly {
 		flags |= memHostRegisterReadOnly
 	}
-	return check("cuMemHostRegister", cuMemHostRegister(unsafe.Pointer(&b[0]), uint64(len(b)), flags))
+	return check("cuMemHostRegister", cuMemHostRegister(uintptr(unsafe.Pointer(&b[0])), uint64(len(b)), flags))
+}
+
+// HostRegisterRange is HostRegister for the host addresses [addr, addr+n)
+// (whole pages around Go objects: no Go slice may span them).
+func HostRegisterRange(addr, n uintptr, readOnly bool) error {
+	if n == 0 {
+		return nil
+	}
+	flags := uint32(memHostRegisterPortable)
+	if readOnly {
+		flags |= memHostRegisterReadOnly
+	}
+	return check("cuMemHostRegister", cuMemHostRegister(addr, uint64(n), flags))
 }
 
 // HostUnregister undoes HostRegister.
