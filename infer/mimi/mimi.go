@@ -17,7 +17,6 @@ import (
 	"fmt"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
-	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
 	"github.com/pp-offline/pp-offline/infer/weights"
@@ -42,8 +41,8 @@ type Model struct {
 }
 
 // SetBackend makes the encoders, decoders and batches created from now on
-// run the codec's transformers on be (the CPU backend by default; the
-// SEANet convolutions run on infer/ops' CPU kernels).
+// run the codec's transformers on be (backend.Default(), the CPU's, until
+// then; the SEANet convolutions run on infer/ops' CPU kernels).
 func (m *Model) SetBackend(be backend.Backend) { m.be = be }
 
 // Load opens a Mimi safetensors checkpoint (memory-mapped; Close releases it).
@@ -68,7 +67,7 @@ func LoadFile(cfg *config.Mimi, f *weights.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension, be: cpu.Default()}
+	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension, be: backend.Default()}
 	if m.enc, err = loadSteps(f, seanetPlan(&cfg.Seanet, true)); err != nil {
 		return nil, err
 	}

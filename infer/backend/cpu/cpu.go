@@ -60,6 +60,8 @@ func New(o Options) (*CPU, error) {
 	return c, nil
 }
 
+func init() { backend.RegisterDefault(func() backend.Backend { return Default() }) }
+
 // Default is a CPU backend on the package-default engine of infer/ops (tests).
 func Default() *CPU {
 	c := &CPU{e: ops.Default()}
