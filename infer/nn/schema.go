@@ -21,14 +21,6 @@ type TensorRef struct {
 	Dst        **backend.Weight
 }
 
-// UsedRows is the number of rows of the tensor the reference reads.
-func (r *TensorRef) UsedRows() int {
-	if r.Row1 == 0 {
-		return r.Shape[0]
-	}
-	return r.Row1 - r.Row0
-}
-
 // BindTensors gets every tensor of refs with get (a weights.File's Get, or
 // an offload executor's) and binds it to its field: a view of the tensor's
 // bytes (rows [Row0, Row1) when set), never a copy.

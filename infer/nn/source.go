@@ -62,9 +62,6 @@ func (t *Transformer) NewScratch(be backend.Backend) *Scratch {
 	return sc
 }
 
-// Backend is the backend the scratch lives on.
-func (sc *Scratch) Backend() backend.Backend { return sc.be }
-
 func (sc *Scratch) ensure(t *Transformer, rows, parts int) {
 	if cap(sc.seqs) < parts {
 		sc.seqs = make([]backend.Seq, parts)

@@ -138,12 +138,9 @@ func vec(buf *[]float32, w *backend.Weight) []float32 {
 		*buf = make([]float32, n)
 	}
 	out := (*buf)[:n]
-	mat(w).Row(0, out[:w.Cols])
-	if w.Rows > 1 {
-		m := mat(w)
-		for i := 1; i < w.Rows; i++ {
-			m.Row(i, out[i*w.Cols:(i+1)*w.Cols])
-		}
+	m := mat(w)
+	for i := 0; i < w.Rows; i++ {
+		m.Row(i, out[i*w.Cols:(i+1)*w.Cols])
 	}
 	return out
 }
