@@ -151,3 +151,5 @@ func BenchmarkDot(b *testing.B) {
 }
 
 var sinkF float32
+
+func BenchmarkMatVecQ4_K_1024x1024(b *testing.B) { benchMatVec(b, weights.Q4_K, 1024, 1024) }

@@ -6,10 +6,12 @@
 // Kernels over block-quantized weights (see quant.go and
 // infer/weights/quant.go). The weight of every element is computed exactly
 // as the portable code does — Q8_0: d·q (VCVTPH2PS, VPMOVSXBD, VCVTDQ2PS,
-// VMULPS: exact); Q4_K: (d·sc)·q − dmin·m (the products exact, one rounding
-// in VSUBPS) — and goes to lane j%32 of the 32-lane accumulator with one
-// FMA, j ascending, then the fixed tree of HSUM32_*: the contract of
-// matvec_portable.go. A Q8_0 block or a Q4_K sub-block is exactly one
+// VMULPS: exact); Q4_K: (d·sc)·q − dmin·m (the products exact, so one
+// VFMSUB213PS rounds once, as the portable code's subtraction does; the
+// AVX-512 matrix-vector kernel computes those 16 values per sub-block once,
+// as a table, and looks each nibble up with VPERMPS) — and goes to lane
+// j%32 of the 32-lane accumulator with one FMA, j ascending, then the
+// fixed tree of HSUM32_*: the contract of matvec_portable.go. A Q8_0 block or a Q4_K sub-block is exactly one
 // group of 32 lanes. Only the first nl columns (a positive multiple of 32)
 // are seen here; Go adds the tail.
 //
@@ -112,10 +114,8 @@ conv: \
 	VCVTDQ2PS Z5, Z5; \
 	VBROADCASTSS 0(SP)(R10*4), Z2; \
 	VBROADCASTSS 32(SP)(R10*4), Z3; \
-	VMULPS Z2, Z4, Z4; \
-	VMULPS Z2, Z5, Z5; \
-	VSUBPS Z3, Z4, Z4; \
-	VSUBPS Z3, Z5, Z5
+	VFMSUB213PS Z3, Z2, Z4; \
+	VFMSUB213PS Z3, Z2, Z5
 
 // ---- the same into Y4-Y7; Y11 holds the nibble mask. Clobbers R11,
 // Y12, Y13. ----
@@ -146,14 +146,10 @@ conv: \
 	VCVTDQ2PS Y7, Y7; \
 	VBROADCASTSS 0(SP)(R10*4), Y12; \
 	VBROADCASTSS 32(SP)(R10*4), Y13; \
-	VMULPS Y12, Y4, Y4; \
-	VMULPS Y12, Y5, Y5; \
-	VMULPS Y12, Y6, Y6; \
-	VMULPS Y12, Y7, Y7; \
-	VSUBPS Y13, Y4, Y4; \
-	VSUBPS Y13, Y5, Y5; \
-	VSUBPS Y13, Y6, Y6; \
-	VSUBPS Y13, Y7, Y7
+	VFMSUB213PS Y13, Y12, Y4; \
+	VFMSUB213PS Y13, Y12, Y5; \
+	VFMSUB213PS Y13, Y12, Y6; \
+	VFMSUB213PS Y13, Y12, Y7
 
 #define FMA512 \
 	VFMADD231PS (DX)(AX*4), Z4, Z0; \
@@ -251,6 +247,74 @@ done: \
 #define MASK512 MOVL $15, R10; VPBROADCASTD R10, Z6
 #define MASK256 MOVL $15, R10; VMOVD R10, X11; VPBROADCASTD X11, Y11
 
+// ---- Q4_K, AVX-512: sub-blocks 2p and 2p+1 (the low and high nibbles of
+// the same 32 bytes at QOFF(R9)) of a whole super-block, their weights
+// through Z4, Z5 and Z7, Z8, into Z0, Z1 in element order; SLO and SHI are
+// the stack offsets of sub-block 2p's scale and min, XOFF the byte offset
+// of its first x. Z6 holds the nibble mask. Clobbers Z2, Z3. ----
+#define Q4KPAIR512(QOFF, QOFF16, SLO, SHI, SLO1, SHI1, XOFF, XOFF1, XOFF2, XOFF3) \
+	VPMOVZXBD QOFF(R9), Z4; \
+	VPMOVZXBD QOFF16(R9), Z5; \
+	VPSRLD $4, Z4, Z7; \
+	VPSRLD $4, Z5, Z8; \
+	VBROADCASTSS SLO(SP), Z2; \
+	VBROADCASTSS SHI(SP), Z10; \
+	VFMSUB231PS Z12, Z2, Z10; \
+	VBROADCASTSS SLO1(SP), Z3; \
+	VBROADCASTSS SHI1(SP), Z11; \
+	VFMSUB231PS Z12, Z3, Z11; \
+	VPERMPS Z10, Z4, Z4; \
+	VPERMPS Z10, Z5, Z5; \
+	VPERMPS Z11, Z7, Z7; \
+	VPERMPS Z11, Z8, Z8; \
+	VFMADD231PS XOFF(DX)(AX*4), Z4, Z0; \
+	VFMADD231PS XOFF1(DX)(AX*4), Z5, Z1; \
+	VFMADD231PS XOFF2(DX)(AX*4), Z7, Z0; \
+	VFMADD231PS XOFF3(DX)(AX*4), Z8, Z1
+
+// func mvQ4_KAVX512(w *byte, stride, rows int, x *float32, nl int, dst *float32):
+// whole super-blocks unrolled, a last partial one sub-block by sub-block.
+#define MVQ4K512 \
+	MVARGS; \
+	MASK512; \
+	VPMOVZXBD q4kIota<>(SB), Z12; \
+	VCVTDQ2PS Z12, Z12; \
+row: \
+	MOVQ SI, R9; \
+	ZERO512; \
+	XORQ AX, AX; \
+sblock: \
+	PREFETCHT0 PFDIST(R9); \
+	PREFETCHT0 PFDIST+64(R9); \
+	PREFETCHT0 PFDIST+128(R9); \
+	Q4K_SCALES(R9); \
+	MOVQ BX, R10; \
+	SUBQ AX, R10; \
+	CMPQ R10, $256; \
+	JLT partial; \
+	Q4KPAIR512(16, 32, 0, 32, 4, 36, 0, 64, 128, 192); \
+	Q4KPAIR512(48, 64, 8, 40, 12, 44, 256, 320, 384, 448); \
+	Q4KPAIR512(80, 96, 16, 48, 20, 52, 512, 576, 640, 704); \
+	Q4KPAIR512(112, 128, 24, 56, 28, 60, 768, 832, 896, 960); \
+	ADDQ $256, AX; \
+	ADDQ $144, R9; \
+	CMPQ AX, BX; \
+	JLT sblock; \
+	JMP done; \
+partial: \
+	XORQ R10, R10; \
+sub: \
+	Q4KW512; \
+	FMA512; \
+	ADDQ $32, AX; \
+	CMPQ AX, BX; \
+	JGE done; \
+	INCQ R10; \
+	JMP sub; \
+done: \
+	HSUM32_512(Z0, Z1, X0, 0(DI)); \
+	NEXTROW
+
 // func dqQ8_0…(w *byte, nl int, dst *float32): dst[:nl] = the weights.
 #define DQQ8(W, STORE) \
 	MOVQ w+0(FP), R9; \
@@ -292,6 +356,11 @@ done: \
 	VZEROUPPER; \
 	RET
 
+// 0, 1, …, 15: the nibble values, for the tables of Q4KPAIR512.
+DATA q4kIota<>+0(SB)/8, $0x0706050403020100
+DATA q4kIota<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+GLOBL q4kIota<>(SB), RODATA|NOPTR, $16
+
 // ---- the kernels ----
 
 TEXT ·mvQ8_0AVX512(SB), NOSPLIT, $0-48
@@ -301,7 +370,7 @@ TEXT ·mvQ8_0AVX2(SB), NOSPLIT, $0-48
 	MVQ8(Q8W256, ZERO256, FMA256, HSUM32_256(Y0, Y1, Y2, Y3, X0, 0(DI)))
 
 TEXT ·mvQ4_KAVX512(SB), NOSPLIT, $64-48
-	MVQ4K(MASK512, Q4KW512, ZERO512, FMA512, HSUM32_512(Z0, Z1, X0, 0(DI)))
+	MVQ4K512
 
 TEXT ·mvQ4_KAVX2(SB), NOSPLIT, $64-48
 	MVQ4K(MASK256, Q4KW256, ZERO256, FMA256, HSUM32_256(Y0, Y1, Y2, Y3, X0, 0(DI)))
