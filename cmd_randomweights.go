@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -70,16 +71,11 @@ func runRandomWeights(c *cli.Context) error {
 		specs []weights.Spec
 		seed  uint64
 	}{{"mimi.safetensors", mspecs, seed + 1}, {"model.safetensors", lm.WeightSpecs(&cfg.LM, weights.BF16), seed}} {
-		rf := weights.Random(f.specs, f.seed)
-		var ts []*weights.Tensor
-		for _, n := range rf.Names() {
-			t, err := rf.Get(n)
-			if err != nil {
-				return err
-			}
-			ts = append(ts, t)
-		}
-		if err := weights.WriteFile(filepath.Join(dir, f.name), ts, map[string]string{"pp-offline": "random weights"}); err != nil {
+		// Streamed: one tensor in memory at a time (a 7B shape is 16 GB).
+		err := fileio.WriteStreamAtomic(filepath.Join(dir, f.name), func(w io.Writer) error {
+			return weights.WriteRandom(w, f.specs, f.seed, map[string]string{"pp-offline": "random weights"})
+		})
+		if err != nil {
 			return err
 		}
 	}

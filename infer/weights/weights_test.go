@@ -217,3 +217,33 @@ func TestCheckIntact(t *testing.T) {
 		t.Fatalf("truncated file: %v", err)
 	}
 }
+
+// WriteRandom streams exactly the file Write(Random) makes, across chunk
+// boundaries (a tensor over 4 MiB spans two chunks).
+func TestWriteRandomEqualsRandom(t *testing.T) {
+	specs := []Spec{{"a", BF16, []int{3, 1 << 20}, 0.02}, {"n", BF16, []int{7}, 0}, {"f", F32, []int{5, 3}, 0.5}, {"b", BF16, []int{1000}, 0.1}}
+	f := Random(specs, 3)
+	var ts []*Tensor
+	for _, n := range f.Names() {
+		tt, _ := f.Get(n)
+		ts = append(ts, tt)
+	}
+	meta := map[string]string{"k": "v"}
+	var want, got bytes.Buffer
+	if err := Write(&want, ts, meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteRandom(&got, specs, 3, meta); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want.Bytes(), got.Bytes()) {
+		t.Fatalf("WriteRandom wrote %d bytes unlike Write(Random)'s %d", got.Len(), want.Len())
+	}
+	var other bytes.Buffer
+	if err := WriteRandom(&other, specs, 4, meta); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(other.Bytes(), got.Bytes()) {
+		t.Fatal("WriteRandom ignores its seed")
+	}
+}

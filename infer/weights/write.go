@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/pp-offline/pp-offline/internal/fileio"
 	"io"
 	"math"
 	"runtime"
 	"sync"
+
+	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
 // Write serialises tensors as a safetensors image (header padded with spaces
@@ -83,49 +84,110 @@ func Random(specs []Spec, seed uint64) *File {
 	size := 0
 	offs := make([]int, len(specs))
 	for i, s := range specs {
-		n := 1
-		for _, d := range s.Shape {
-			n *= d
-		}
 		offs[i] = size
-		size += n * s.DType.Size()
+		size += specBytes(&s)
 	}
 	data := make([]byte, size)
 	f := &File{Path: "random", data: data, tensors: map[string]*Tensor{}}
-	type job struct {
-		b    []byte
-		spec *Spec
-		seed uint64
-	}
-	jobs := make(chan job, 64)
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				fillRandom(j.b, j.spec, j.seed)
-			}
-		}()
-	}
-	n := uint64(0)
+	g := newRandomFiller(seed)
 	for i := range specs {
 		s := &specs[i]
 		t := &Tensor{Name: s.Name, DType: s.DType, Shape: s.Shape}
-		t.Data = data[offs[i] : offs[i]+t.Numel()*s.DType.Size()]
+		t.Data = data[offs[i] : offs[i]+specBytes(s)]
 		f.tensors[s.Name] = t
 		f.names = append(f.names, s.Name)
-		const chunk = 1 << 22 // a multiple of every element size
-		for b := t.Data; len(b) > 0; {
-			c := min(len(b), chunk)
-			n++
-			jobs <- job{b[:c], s, seed*0x9E3779B97F4A7C15 + n*0xBF58476D1CE4E5B9}
-			b = b[c:]
-		}
+		g.fill(t.Data, s)
 	}
-	close(jobs)
-	wg.Wait()
+	g.wait()
+	g.close()
 	return f
+}
+
+// WriteRandom streams the safetensors image of Random(specs, seed) — the
+// same bytes — to w, one tensor in memory at a time (a 7B-shape model
+// without 16 GB of RAM).
+func WriteRandom(w io.Writer, specs []Spec, seed uint64, metadata map[string]string) error {
+	hs := make([]Header, len(specs))
+	largest := 0
+	for i, s := range specs {
+		hs[i] = Header{Name: s.Name, DType: s.DType, Shape: s.Shape}
+		largest = max(largest, specBytes(&s))
+	}
+	buf := make([]byte, largest)
+	g := newRandomFiller(seed)
+	defer g.close()
+	return WriteStream(w, hs, metadata, func(i int, w io.Writer) error {
+		b := buf[:specBytes(&specs[i])]
+		g.fill(b, &specs[i])
+		g.wait()
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+func specBytes(s *Spec) int {
+	n := 1
+	for _, d := range s.Shape {
+		n *= d
+	}
+	return n * s.DType.Size()
+}
+
+// randomFiller fills tensors chunk by chunk on GOMAXPROCS goroutines, each
+// chunk from its own seed: the n-th chunk of the whole sequence of tensors
+// gets seed·φ + n·c, so the content depends on the seed and the order of
+// the tensors only.
+type randomFiller struct {
+	seed, n uint64
+	jobs    chan randomJob
+	wg      sync.WaitGroup // workers
+	pending sync.WaitGroup // chunks queued and not filled
+	closed  bool
+}
+
+type randomJob struct {
+	b    []byte
+	spec *Spec
+	seed uint64
+}
+
+func newRandomFiller(seed uint64) *randomFiller {
+	g := &randomFiller{seed: seed, jobs: make(chan randomJob, 64)}
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			for j := range g.jobs {
+				fillRandom(j.b, j.spec, j.seed)
+				g.pending.Done()
+			}
+		}()
+	}
+	return g
+}
+
+// fill queues b, the data of the tensor s, in chunks.
+func (g *randomFiller) fill(b []byte, s *Spec) {
+	const chunk = 1 << 22 // a multiple of every element size
+	for len(b) > 0 {
+		c := min(len(b), chunk)
+		g.n++
+		g.pending.Add(1)
+		g.jobs <- randomJob{b[:c], s, g.seed*0x9E3779B97F4A7C15 + g.n*0xBF58476D1CE4E5B9}
+		b = b[c:]
+	}
+}
+
+// wait returns when every queued chunk is filled.
+func (g *randomFiller) wait() { g.pending.Wait() }
+
+// close stops the workers (after wait).
+func (g *randomFiller) close() {
+	if !g.closed {
+		g.closed = true
+		close(g.jobs)
+		g.wg.Wait()
+	}
 }
 
 func fillRandom(b []byte, s *Spec, seed uint64) {
