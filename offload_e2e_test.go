@@ -84,17 +84,7 @@ func TestSimDeviceOutputsIdentical(t *testing.T) {
 			t.Run(mode.name+"/"+b.name, func(t *testing.T) {
 				dir := t.TempDir()
 				args := tinyArgs(dir, mode.args...)
-				args = setFlag(args, "--device", "sim")
-				args = append(args, "--gpu-memory", fmt.Sprint(b.budget), "--workspace", "64KiB", "--sim-figures", simFigures)
-				_, stderr, code := run(t, args...)
-				if code != 0 {
-					t.Fatalf("exit %d: %s", code, stderr)
-				}
-				wav, _ := os.ReadFile(filepath.Join(dir, "out.wav"))
-				js, _ := os.ReadFile(filepath.Join(dir, "out.json"))
-				if !bytes.Equal(wav, refWav) || !bytes.Equal(js, refJSON) {
-					t.Fatalf("outputs differ from the CPU-only run\n%s", stderr)
-				}
+				stderr := runSim(t, args, dir, b.budget, refWav, refJSON)
 				got := map[string]bool{}
 				units := 0
 				for _, m := range classes.FindAllStringSubmatch(stderr, -1) {
@@ -116,6 +106,25 @@ func TestSimDeviceOutputsIdentical(t *testing.T) {
 			})
 		}
 	}
+}
+
+// runSim runs args (writing into dir) on a simulated device of budget
+// bytes and checks that the outputs equal the CPU-only run's; it returns
+// the log.
+func runSim(t *testing.T, args []string, dir string, budget int64, refWav, refJSON []byte) string {
+	t.Helper()
+	args = setFlag(args, "--device", "sim")
+	args = append(args, "--gpu-memory", fmt.Sprint(budget), "--workspace", "64KiB", "--sim-figures", simFigures)
+	_, stderr, code := run(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	wav, _ := os.ReadFile(filepath.Join(dir, "out.wav"))
+	js, _ := os.ReadFile(filepath.Join(dir, "out.json"))
+	if !bytes.Equal(wav, refWav) || !bytes.Equal(js, refJSON) {
+		t.Fatalf("outputs differ from the CPU-only run\n%s", stderr)
+	}
+	return stderr
 }
 
 func TestSimDeviceFlags(t *testing.T) {
@@ -179,5 +188,52 @@ func TestSimDeviceFlags(t *testing.T) {
 	_, stderr, code = run(t, tinyArgs(dir, "--greedy", "--gpu-memory", "1GiB")...)
 	if code != 0 || !strings.Contains(stderr, "--gpu-memory has no effect on the CPU") {
 		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+}
+
+// Quantized weights through the simulated device's plans — quantized at
+// load (--weights) and a file from pp-offline quantize: the output files
+// equal the quantized CPU-only run's at budgets that keep some units
+// resident and stream others, and the plan sizes the units as blocks
+// (q8_0's whole plan takes less device memory than bf16's).
+func TestSimDeviceQuantized(t *testing.T) {
+	all, half, _ := tinyBudgets(t)
+	qfile := filepath.Join(t.TempDir(), "model-q8_0.safetensors")
+	if _, stderr, code := run(t, "quantize", "--moshi-weight", tiny+"model.safetensors", "--format", "q8_0", "--output", qfile, "-q"); code != 0 {
+		t.Fatalf("quantize: exit %d: %s", code, stderr)
+	}
+	planned := regexp.MustCompile(`offload plan for a simulated device of [^:]*: .*`)
+	for _, w := range []struct {
+		name string
+		args []string
+	}{
+		{"q8_0 at load", []string{"--weights", "q8_0"}},
+		{"q4_k at load", []string{"--weights", "q4_k"}},
+		{"q8_0 file", []string{"--moshi-weight", qfile}},
+	} {
+		ref := t.TempDir()
+		refArgs := tinyArgs(ref, "--greedy")
+		for i := 0; i < len(w.args); i += 2 {
+			refArgs = setFlag(refArgs, w.args[i], w.args[i+1])
+		}
+		if _, stderr, code := run(t, refArgs...); code != 0 {
+			t.Fatalf("%s on the CPU: exit %d: %s", w.name, code, stderr)
+		}
+		refWav, _ := os.ReadFile(filepath.Join(ref, "out.wav"))
+		refJSON, _ := os.ReadFile(filepath.Join(ref, "out.json"))
+		for _, budget := range []int64{all, half} {
+			t.Run(fmt.Sprintf("%s/%d", w.name, budget), func(t *testing.T) {
+				dir := t.TempDir()
+				args := tinyArgs(dir, "--greedy")
+				for i := 0; i < len(w.args); i += 2 {
+					args = setFlag(args, w.args[i], w.args[i+1])
+				}
+				stderr := runSim(t, args, dir, budget, refWav, refJSON)
+				if !strings.Contains(stderr, "offload timeline check passed") || !planned.MatchString(stderr) {
+					t.Fatalf("log lacks the plan or the timeline check:\n%s", stderr)
+				}
+				t.Logf("%s", planned.FindString(stderr))
+			})
+		}
 	}
 }

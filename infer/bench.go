@@ -176,7 +176,7 @@ func bench(o BenchOptions) (*BenchResult, error) {
 
 	bc := cfg
 	bc.LM = lmCfg
-	be, err := newBackend(Options{Threads: o.Threads, Device: o.Device, GPU: o.GPU, Config: &bc, BatchSize: o.BatchSize})
+	be, err := newBackend(Options{Threads: o.Threads, Device: o.Device, GPU: o.GPU, Config: &bc, BatchSize: o.BatchSize, MoshiWeight: o.MoshiWeight, Weights: o.Weights})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -128,7 +129,7 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 			}
 			budget = free
 		}
-		units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+		units, err := lm.UnitsOf(&cfg.LM, offload.DefaultDepSteps(&cfg.LM), storedDTypes(o))
 		if err != nil {
 			return nil, nil, fmt.Errorf("offload: %w", err)
 		}
@@ -151,6 +152,30 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 		}
 	}
 	return g, plan, nil
+}
+
+// storedDTypes is the block format each LM tensor of the job will be held
+// in, for sizing the offload plan before anything is loaded: a quantized
+// checkpoint's own (read from its header), else what --weights makes of
+// it; nil (all bf16) otherwise, and when the file cannot be read (loading
+// reports that).
+func storedDTypes(o Options) func(tensor string) weights.DType {
+	if f, err := weights.Open(o.MoshiWeight); err == nil {
+		defer f.Close()
+		dt := map[string]weights.DType{}
+		for _, n := range f.Names() {
+			if t, err := f.Get(n); err == nil && t.DType.Quantized() {
+				dt[n] = t.DType
+			}
+		}
+		if len(dt) > 0 {
+			return func(n string) weights.DType { return dt[n] }
+		}
+	}
+	if format, err := weights.ParseQuantFormat(o.Weights); err == nil && o.Weights != "" {
+		return func(n string) weights.DType { return lm.QuantDType(n, format) }
+	}
+	return nil
 }
 
 // planForGPU solves the offload plan for a GPU budget. The backend keeps

@@ -119,6 +119,30 @@ func TestCUDAJobPathsDry(t *testing.T) {
 		t.Fatalf("--cpu-offload: %d items, %v", n, err)
 	}
 
+	// Quantized weights through the GPU's offload plan, sized before
+	// loading: quantized at load, and a file from QuantizeFile (whose
+	// header gives the units' formats).
+	qfile := t.TempDir() + "/q4_k.safetensors"
+	if _, err := QuantizeFile(QuantizeOptions{MoshiWeight: tiny + "model.safetensors", Output: qfile, Format: "q4_k"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct{ weights, file string }{{"q8_0", o.MoshiWeight}, {"q4_k", o.MoshiWeight}, {"", qfile}} {
+		qo := off
+		qo.Weights, qo.MoshiWeight = q.weights, q.file
+		if st := storedDTypes(qo); st == nil || st("transformer.layers.0.self_attn.in_proj_weight") == "" {
+			t.Fatalf("%s %s: the plan would size the units as bf16", q.weights, q.file)
+		}
+		if n, err := run(qo); err != nil || n != 1 {
+			t.Fatalf("--cpu-offload, %s %s: %d items, %v", q.weights, q.file, n, err)
+		}
+	}
+	if storedDTypes(o) != nil {
+		t.Fatal("a bf16 checkpoint sized as blocks")
+	}
+	if _, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Device: "cuda", Weights: "q8_0", GPU: GPUOptions{Offload: true, Memory: 64 << 20}}); err != nil {
+		t.Fatalf("bench --weights q8_0 --cpu-offload: %v", err)
+	}
+
 	r, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Device: "cuda", GPU: GPUOptions{Offload: true, Memory: 64 << 20}})
 	if err != nil {
 		t.Fatal(err)

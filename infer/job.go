@@ -263,9 +263,6 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	}
 	var placed *lm.Placed
 	if o.Device == "sim" {
-		if err := checkQuantOffload(model); err != nil {
-			return err
-		}
 		if placed, err = lm.NewSim(model, o.Offload); err != nil {
 			return err
 		}

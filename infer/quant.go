@@ -37,16 +37,6 @@ func quantizeAtLoad(log Logger, m *lm.Model, format string) error {
 
 func sourceDType(m *lm.Model) weights.DType { return m.TextEmb.DType }
 
-// checkQuantOffload refuses an offload plan over quantized weights: the
-// planner and packer size and copy units as bf16 (another change teaches
-// them the block formats).
-func checkQuantOffload(m *lm.Model) error {
-	if m.Quantized() {
-		return fmt.Errorf("quantized weights cannot be offloaded yet (--device sim / --cpu-offload plan units as bf16): run them on the CPU")
-	}
-	return nil
-}
-
 // CheckWeights validates a --weights value ("" is valid: no quantization).
 func CheckWeights(format string) error {
 	if format == "" {

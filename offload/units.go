@@ -69,6 +69,22 @@ func (p Part) Bytes() int64 {
 	return p.Elems() * ElemBytes
 }
 
+// RowBytes is the storage of one of the part's rows.
+func (p Part) RowBytes() int64 {
+	if p.Stored != "" {
+		return p.Stored.RowBytes(p.Cols)
+	}
+	return int64(p.Cols) * ElemBytes
+}
+
+// Format is the part's storage format: Stored, or bf16.
+func (p Part) Format() weights.DType {
+	if p.Stored != "" {
+		return p.Stored
+	}
+	return weights.BF16
+}
+
 // Unit is the granule the planner places: it is computed as a whole, and
 // when streamed, crosses PCIe as one contiguous blob (its Parts in order).
 type Unit struct {
@@ -251,12 +267,33 @@ type Span struct {
 
 // Pack concatenates a unit's parts into one contiguous host blob, the form a
 // streamed unit crosses PCIe in and the bytes Runtime.Acquire hands back.
-// get returns the raw little-endian bytes of a whole tensor (typically a
-// view of the mapped checkpoint; the executor resolves aliases such as the
-// 8-step checkpoints' "step j+8 is step j" there). The spans say where each
-// part landed, so the executor can re-wrap the blob as matrices. dst is
-// reused when large enough.
+// get returns the raw little-endian bytes of a whole tensor in the part's
+// stored format (typically a view of the mapped checkpoint). The spans say
+// where each part landed, so the executor can re-wrap the blob as
+// matrices. dst is reused when large enough.
 func (u *Unit) Pack(dst []byte, get func(tensor string) ([]byte, error)) ([]byte, []Span, error) {
+	return u.PackParts(dst, func(k int) ([]byte, error) {
+		p := u.Parts[k]
+		raw, err := get(p.Tensor)
+		if err != nil {
+			return nil, err
+		}
+		var numel int64 = 1
+		for _, s := range p.Shape {
+			numel *= int64(s)
+		}
+		rb := p.RowBytes()
+		if p.Cols <= 0 || numel%int64(p.Cols) != 0 || int64(len(raw)) != numel/int64(p.Cols)*rb {
+			return nil, fmt.Errorf("tensor %q has %d bytes, %v in %s needs %d", p.Tensor, len(raw), p.Shape, p.Format(), numel/int64(max(1, p.Cols))*rb)
+		}
+		return raw[int64(p.Row0)*rb : int64(p.Row1)*rb], nil
+	})
+}
+
+// PackParts is Pack from the parts' own bytes: part(k) returns exactly part
+// k's rows in its stored format (an executor that holds the weights
+// already, quantized or not).
+func (u *Unit) PackParts(dst []byte, part func(k int) ([]byte, error)) ([]byte, []Span, error) {
 	if int64(cap(dst)) < u.Bytes {
 		dst = make([]byte, u.Bytes)
 	}
@@ -264,21 +301,19 @@ func (u *Unit) Pack(dst []byte, get func(tensor string) ([]byte, error)) ([]byte
 	spans := make([]Span, len(u.Parts))
 	var off int64
 	for i, p := range u.Parts {
-		raw, err := get(p.Tensor)
+		b, err := part(i)
 		if err != nil {
 			return nil, nil, fmt.Errorf("unit %s: %w", u.Name, err)
 		}
-		var numel int64 = 1
-		for _, s := range p.Shape {
-			numel *= int64(s)
+		if int64(len(b)) != p.Bytes() || off+p.Bytes() > u.Bytes {
+			return nil, nil, fmt.Errorf("unit %s: part %s rows [%d, %d) has %d bytes, %s needs %d", u.Name, p.Tensor, p.Row0, p.Row1, len(b), p.Format(), p.Bytes())
 		}
-		if int64(len(raw)) != numel*ElemBytes {
-			return nil, nil, fmt.Errorf("unit %s: tensor %q has %d bytes, %v in bf16 needs %d", u.Name, p.Tensor, len(raw), p.Shape, numel*ElemBytes)
-		}
-		rowBytes := int64(p.Cols) * ElemBytes
-		n := copy(dst[off:], raw[int64(p.Row0)*rowBytes:int64(p.Row1)*rowBytes])
+		n := copy(dst[off:], b)
 		spans[i] = Span{Offset: off, Bytes: int64(n)}
 		off += int64(n)
+	}
+	if off != u.Bytes {
+		return nil, nil, fmt.Errorf("unit %s: parts total %d bytes, the unit %d", u.Name, off, u.Bytes)
 	}
 	return dst, spans, nil
 }

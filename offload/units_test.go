@@ -185,7 +185,7 @@ func TestPackTinyCheckpoint(t *testing.T) {
 	}
 	// A wrong-sized tensor and a missing one are reported.
 	u := lm.Units[0]
-	if _, _, err := u.Pack(nil, func(string) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "bf16 needs") {
+	if _, _, err := u.Pack(nil, func(string) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "in BF16 needs 24576") {
 		t.Errorf("wrong size: %v", err)
 	}
 	if _, _, err := u.Pack(nil, func(n string) ([]byte, error) { return nil, fmt.Errorf("no %s", n) }); err == nil || !strings.Contains(err.Error(), "layer.0") {
@@ -252,5 +252,45 @@ func TestUnitsMatchOldBuilder(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Parts stored as blocks are packed by their block rows: Pack slices a
+// whole quantized tensor by its RowBytes, PackParts checks each part's
+// size against its format.
+func TestPackStoredParts(t *testing.T) {
+	u := offload.Unit{Name: "u", Parts: []offload.Part{
+		{Tensor: "q", Shape: []int{4, 64}, Row0: 1, Row1: 3, Cols: 64, Stored: weights.Q8_0},
+		{Tensor: "b", Shape: []int{2, 8}, Row0: 0, Row1: 2, Cols: 8},
+	}}
+	u.Bytes = u.Parts[0].Bytes() + u.Parts[1].Bytes()
+	if u.Parts[0].Bytes() != 2*68 || u.Parts[0].RowBytes() != 68 || u.Parts[0].Format() != weights.Q8_0 || u.Parts[1].Format() != weights.BF16 {
+		t.Fatalf("q8_0 part: %d bytes, %d a row, %s", u.Parts[0].Bytes(), u.Parts[0].RowBytes(), u.Parts[0].Format())
+	}
+	q := make([]byte, 4*68)
+	for i := range q {
+		q[i] = byte(i)
+	}
+	b := make([]byte, 2*8*2)
+	for i := range b {
+		b[i] = byte(200 + i)
+	}
+	blob, spans, err := u.Pack(nil, func(n string) ([]byte, error) {
+		if n == "q" {
+			return q, nil
+		}
+		return b, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(blob[:136], q[68:204]) || !bytes.Equal(blob[136:], b) || spans[1].Offset != 136 {
+		t.Fatalf("packed wrongly: spans %v", spans)
+	}
+	if _, _, err := u.Pack(nil, func(string) ([]byte, error) { return make([]byte, 4*64*2), nil }); err == nil || !strings.Contains(err.Error(), "in Q8_0 needs 272") {
+		t.Errorf("a bf16-sized tensor for a q8_0 part: %v", err)
+	}
+	if _, _, err := u.PackParts(nil, func(k int) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "Q8_0 needs 136") {
+		t.Errorf("a wrong-sized part: %v", err)
 	}
 }

@@ -17,7 +17,9 @@
 #   parity        the tiny fixtures on the GPU vs the CPU: tokens identical
 #                 under greedy decoding, text logits within 1e-3 relative,
 #                 f32 compute, resident and through an offload plan run by
-#                 offload.Runtime on the GPU's offload.Device      (lm.test)
+#                 offload.Runtime on the GPU's offload.Device, and the
+#                 same for the tiny model quantized to q8_0 and q4_k
+#                 (against the quantized CPU run)                  (lm.test)
 #   job:run_pt, job:run_wav, job:run_dep8
 #                 the fixtures' full offline jobs with --device cuda: the
 #                 transcript must equal the reference's output.json
@@ -27,7 +29,8 @@
 #                 bf16 compute (tensor cores)
 #   bench:8GiB, bench:16GiB, bench:24GiB
 #                 the same under --cpu-offload --gpu-memory N (the plan's
-#                 prediction vs the measured frame time)
+#                 prediction vs the measured frame time); bench:8GiB-q8_0
+#                 at 8 GiB with the weights quantized to q8_0 at load
 #
 # It prints ONE table at the end, whatever failed or timed out, and writes
 # it to $OUT/gpu-check.txt with every step's log in $OUT/gpu-check.log when
@@ -225,5 +228,6 @@ bench bench:8GiB 80 --batch-size 1 --cpu-offload --gpu-memory 8GiB
 bench bench:B1-bf16 60 --batch-size 1 --compute-dtype bf16
 bench bench:16GiB 70 --batch-size 1 --cpu-offload --gpu-memory 16GiB
 bench bench:24GiB 70 --batch-size 1 --cpu-offload --gpu-memory 24GiB
+bench bench:8GiB-q8_0 70 --batch-size 1 --cpu-offload --gpu-memory 8GiB --weights q8_0
 
 exit $status

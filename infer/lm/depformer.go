@@ -72,9 +72,13 @@ func (d *Depformer) StepTensors(c *config.LM, st *DepStep, j, held int) []nn.Ten
 		in = j
 	}
 	refs := []nn.TensorRef{nn.Mat(&st.In, fmt.Sprintf("depformer_in.%d.weight", in), d.Dim, c.Dim)}
-	st.Layers = make(nn.Layers, c.DepformerNumLayers)
+	if len(st.Layers) != c.DepformerNumLayers { // a bound step's layers are kept (their refs are its own)
+		st.Layers = make(nn.Layers, c.DepformerNumLayers)
+		for l := range st.Layers {
+			st.Layers[l] = &nn.Layer{}
+		}
+	}
 	for l := range st.Layers {
-		st.Layers[l] = &nn.Layer{}
 		refs = append(refs, d.Tr.LayerTensors(st.Layers[l], "depformer", l, j, held)...)
 	}
 	return append(refs, nn.Mat(&st.Linear, fmt.Sprintf("linears.%d.weight", j), c.Card, d.Dim))

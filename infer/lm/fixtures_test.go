@@ -26,6 +26,14 @@ func tinyModel(t testing.TB, file string) *Model {
 	if m := models[file]; m != nil {
 		return m
 	}
+	m := loadTiny(t, file)
+	models[file] = m
+	return m
+}
+
+// loadTiny loads a tiny checkpoint of its own (for tests that change it).
+func loadTiny(t testing.TB, file string) *Model {
+	t.Helper()
 	cfg, err := config.Load(tiny + "config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +42,6 @@ func tinyModel(t testing.TB, file string) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	models[file] = m
 	return m
 }
 

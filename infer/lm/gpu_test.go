@@ -8,6 +8,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
+	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -25,13 +26,11 @@ func TestGPUMatchesCPU(t *testing.T) {
 	if err := cuda.Available(); err != nil {
 		t.Skipf("no usable GPU: %v", err)
 	}
-	for _, sc := range []struct{ file, scenario string }{
-		{"model.safetensors", "run_pt"}, {"model.safetensors", "run_wav"}, {"model-dep8.safetensors", "run_dep8"},
-	} {
-		m := tinyModel(t, sc.file)
+	for _, sc := range gpuScenarios {
+		m := scenarioModel(t, sc.file, sc.quant)
 		want, _ := runTraced(t, m, GenOptions{}, sc.scenario)
 		for _, mode := range []string{"resident", "offload"} {
-			t.Run(sc.scenario+" "+mode, func(t *testing.T) {
+			t.Run(sc.scenario+sc.quant+" "+mode, func(t *testing.T) {
 				o := cuda.Options{ComputeDType: "f32", CPU: testBE}
 				plan := alternatePlan(t, m)
 				if mode == "offload" {
@@ -63,11 +62,40 @@ func TestGPUMatchesCPU(t *testing.T) {
 	}
 }
 
+// gpuScenarios are the GPU tests' runs: the fixtures' three scenarios,
+// and the tiny model quantized at load to each block format (compared with
+// the quantized model on the CPU).
+var gpuScenarios = []struct{ file, scenario, quant string }{
+	{"model.safetensors", "run_pt", ""}, {"model.safetensors", "run_wav", ""}, {"model-dep8.safetensors", "run_dep8", ""},
+	{"model.safetensors", "run_pt", "q8_0"}, {"model-dep8.safetensors", "run_dep8", "q4_k"},
+}
+
+// scenarioModel is the tiny model of file, quantized at load to quant
+// ("": the shared, unquantized one).
+func scenarioModel(t *testing.T, file, quant string) *Model {
+	t.Helper()
+	if quant == "" {
+		return tinyModel(t, file)
+	}
+	m := loadTiny(t, file)
+	dt, err := weights.ParseQuantFormat(quant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.QuantizeWeights(dt, nil); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // alternatePlan places the tiny model's units streamed, on the CPU and
 // resident in turn.
 func alternatePlan(t *testing.T, m *Model) *offload.Plan {
 	t.Helper()
-	units := tinyUnits(t, m, offload.DefaultDepSteps(&m.Cfg))
+	units, err := UnitsOf(&m.Cfg, offload.DefaultDepSteps(&m.Cfg), m.storedDTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
 	where := make([]offload.Placement, len(units.Units))
 	for i := range where {
 		where[i] = []offload.Placement{offload.Streamed, offload.CPU, offload.Resident}[i%3]
@@ -160,10 +188,8 @@ func floatsOf(b []uint32) []float32 {
 // limits, nothing panics, and the memory limit holds. Values are not
 // checked (TestGPUMatchesCPU does that on a GPU).
 func TestGPUCallPatternsDry(t *testing.T) {
-	for _, sc := range []struct{ file, scenario string }{
-		{"model.safetensors", "run_pt"}, {"model.safetensors", "run_wav"}, {"model-dep8.safetensors", "run_dep8"},
-	} {
-		m := tinyModel(t, sc.file)
+	for _, sc := range gpuScenarios {
+		m := scenarioModel(t, sc.file, sc.quant)
 		for _, mode := range []string{"resident", "offload"} {
 			o := cuda.Options{ComputeDType: "f32", CPU: testBE}
 			plan := alternatePlan(t, m)

@@ -19,8 +19,9 @@ import (
 // reaches each unit, binds the bytes the runtime hands out as the unit's
 // matrices. Every pass (a step through the temporal transformer, or a
 // prefill) is one runtime frame. The bytes handed out always equal the
-// checkpoint's, so the outputs are bit-identical to a run on the model's own
-// weights, whatever the plan.
+// model's own weights (the checkpoint's, or their blocks when the model is
+// quantized), so the outputs are bit-identical to a run on them, whatever
+// the plan.
 //
 // Computation itself happens on the CPU in this build whatever the
 // placement (the simulated device has no compute of its own); the
@@ -97,7 +98,7 @@ func NewSim(m *Model, o SimOptions) (*Placed, error) {
 	if depSteps == 0 {
 		depSteps = offload.DefaultDepSteps(&m.Cfg)
 	}
-	units, err := Units(&m.Cfg, depSteps)
+	units, err := UnitsOf(&m.Cfg, depSteps, m.storedDTypes())
 	if err != nil {
 		return nil, fmt.Errorf("offload: %w", err)
 	}
@@ -122,13 +123,11 @@ func NewSim(m *Model, o SimOptions) (*Placed, error) {
 }
 
 // NewPlaced packs the model's units (the plan's, in its order: layers, head,
-// depformer steps) from the checkpoint the model was loaded from and starts
-// the offload runtime for plan on dev. It fails, without exceeding the
-// device's budget, when the plan does not fit.
+// depformer steps) from the model's own weights, in their stored formats
+// (bf16, or blocks when quantized), and starts the offload runtime for plan
+// on dev. It fails, without exceeding the device's budget, when the plan
+// does not fit, and when the plan sized a unit in another format.
 func NewPlaced(m *Model, plan *offload.Plan, dev offload.Device) (*Placed, error) {
-	if m.file == nil {
-		return nil, fmt.Errorf("offload: the model has no checkpoint to pack units from")
-	}
 	c := &m.Cfg
 	units := plan.Units()
 	p := &Placed{m: m, plan: plan, dev: dev, nLayers: c.NumLayers, held: -1}
@@ -151,16 +150,15 @@ func NewPlaced(m *Model, plan *offload.Plan, dev offload.Device) (*Placed, error
 	if m.TextLinear.Rows != c.TextCard {
 		return nil, fmt.Errorf("offload: text_linear has %d rows; offload units hold text_card = %d", m.TextLinear.Rows, c.TextCard)
 	}
-	get := m.packGetter()
 	p.host = make([][]byte, len(units))
 	p.binds = make([]binding, len(units))
 	p.layers = make([]*nn.Layer, c.NumLayers)
 	p.deps = make([]DepStep, p.nDep)
 	for i := range units {
 		u := units[i]
-		blob, spans, err := u.Pack(nil, get)
+		blob, spans, err := u.PackParts(nil, m.partBytes(u, m.unitRefs(i)))
 		if err != nil {
-			return nil, fmt.Errorf("offload: %w (offload needs a bf16 checkpoint)", err)
+			return nil, fmt.Errorf("offload: %w", err)
 		}
 		p.host[i] = blob
 		var refs []nn.TensorRef
@@ -209,6 +207,15 @@ func Units(c *config.LM, depSteps int) (*offload.LM, error) {
 // (q8_0, q4_k: as QuantDType picks them, so a unit's bytes are its stored
 // size and more of the model stays resident under a budget); "" is bf16.
 func UnitsStored(c *config.LM, depSteps int, format weights.DType) (*offload.LM, error) {
+	if format == "" {
+		return UnitsOf(c, depSteps, nil)
+	}
+	return UnitsOf(c, depSteps, func(name string) weights.DType { return QuantDType(name, format) })
+}
+
+// UnitsOf is Units with each tensor's stored block format given by stored
+// ("": bf16; nil: all bf16): a quantized file's own dtypes, or a model's.
+func UnitsOf(c *config.LM, depSteps int, stored func(tensor string) weights.DType) (*offload.LM, error) {
 	if err := offload.CheckLM(c, depSteps); err != nil {
 		return nil, err
 	}
@@ -216,11 +223,11 @@ func UnitsStored(c *config.LM, depSteps int, format weights.DType) (*offload.LM,
 	if err != nil {
 		return nil, err
 	}
-	if format != "" {
+	if stored != nil {
 		for _, ps := range [][][]offload.Part{parts.Layers, {parts.Head}, parts.DepSteps, {parts.Depformer}} {
 			for _, unit := range ps {
 				for k := range unit {
-					unit[k].Stored = QuantDType(unit[k].Tensor, format)
+					unit[k].Stored = stored(unit[k].Tensor)
 				}
 			}
 		}
@@ -291,41 +298,53 @@ func refParts(refs []nn.TensorRef) []offload.Part {
 	return ps
 }
 
-// packGetter returns the raw bytes of a checkpoint tensor for Unit.Pack,
-// resolving the 8-step checkpoints' patches as Load did: a per-step tensor
-// missing for step 8+i is step i's ("Replacing"), and a depformer attention
-// projection holding half the steps is concatenated with itself
-// ("Expanding"; copied here, since a unit takes its rows from the whole).
-func (m *Model) packGetter() func(string) ([]byte, error) {
-	alias := map[string]string{}
-	for _, r := range m.Replaced {
-		if dst, src, ok := strings.Cut(r, " <- "); ok {
-			alias[dst] = src
+// unitRefs declares plan unit i (layer i, the head, then depformer steps)
+// bound to the model's own weights: those it computes with, the 8-step
+// checkpoints' replaced and expanded tensors resolved at loading, and
+// quantized if the model is (a quantized file, or QuantizeWeights).
+func (m *Model) unitRefs(i int) []nn.TensorRef {
+	c := &m.Cfg
+	switch {
+	case i < c.NumLayers:
+		return m.Transformer.LayerTensors(m.Transformer.Layers[i], "transformer", i, -1, 0)
+	case i == c.NumLayers:
+		return m.HeadTensors(&m.OutNorm, &m.TextLinear, c.TextCard)
+	}
+	j := i - c.NumLayers - 1
+	return m.Dep.StepTensors(c, &m.Dep.steps[j], j, c.DepQ)
+}
+
+// partBytes returns, for Unit.PackParts, the bytes of unit u's parts from
+// the model's weights refs are bound to: each in the part's stored format
+// (bf16, or the block format the planner sized it in).
+func (m *Model) partBytes(u offload.Unit, refs []nn.TensorRef) func(k int) ([]byte, error) {
+	byName := map[string]*backend.Weight{}
+	for _, r := range refs {
+		byName[r.Name] = *r.Dst
+	}
+	return func(k int) ([]byte, error) {
+		p := u.Parts[k]
+		w := byName[p.Tensor]
+		switch {
+		case w == nil:
+			return nil, fmt.Errorf("the model has no weight %s", p.Tensor)
+		case w.DType != p.Format():
+			return nil, fmt.Errorf("%s is %s but the plan holds it as %s (offload needs a bf16 checkpoint, or one quantized from it)", p.Tensor, w.DType, p.Format())
+		}
+		return w.Host, nil
+	}
+}
+
+// storedDType is the block format a weight of the model is held in ("":
+// not quantized), by checkpoint name: what the planner sizes it as.
+func (m *Model) storedDTypes() func(name string) weights.DType {
+	dt := map[string]weights.DType{}
+	for _, w := range m.quantTargets(func(string) weights.DType { return weights.Q8_0 }) {
+		if w.DType.Quantized() {
+			dt[w.Name] = w.DType
 		}
 	}
-	expanded := map[string]bool{}
-	for _, n := range m.Expanded {
-		expanded[n] = true
-	}
-	doubled := map[string][]byte{}
-	return func(name string) ([]byte, error) {
-		if src, ok := alias[name]; ok {
-			name = src
-		}
-		t, err := m.file.Get(name)
-		if err != nil {
-			return nil, err
-		}
-		if !expanded[name] {
-			return t.Data, nil
-		}
-		if d, ok := doubled[name]; ok {
-			return d, nil
-		}
-		d := append(append(make([]byte, 0, 2*len(t.Data)), t.Data...), t.Data...)
-		doubled[name] = d
-		return d, nil
-	}
+	return func(name string) weights.DType { return dt[name] }
 }
 
 func newBinding(u offload.Unit, spans []offload.Span, refs []nn.TensorRef) (binding, error) {
@@ -341,7 +360,7 @@ func newBinding(u offload.Unit, spans []offload.Span, refs []nn.TensorRef) (bind
 		}
 		p := u.Parts[k]
 		b.parts = append(b.parts, k)
-		b.ts = append(b.ts, weights.Tensor{Name: r.Name, DType: weights.BF16, Shape: []int{p.Row1 - p.Row0, p.Cols}})
+		b.ts = append(b.ts, weights.Tensor{Name: r.Name, DType: p.Format(), Shape: []int{p.Row1 - p.Row0, p.Cols}})
 	}
 	if len(refs) != len(u.Parts) {
 		return b, fmt.Errorf("unit %s has %d tensors, the model reads %d of them", u.Name, len(u.Parts), len(refs))

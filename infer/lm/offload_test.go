@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
+	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -497,5 +498,81 @@ func TestPlacedBindsDeviceView(t *testing.T) {
 	pl.EndPass()
 	if err := pl.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A quantized model (at load, both block formats, both checkpoint layouts)
+// runs through offload plans: the units are sized and packed in their
+// stored formats, and every placement gives the bits of the quantized
+// model's own run. A plan made for bf16 units is refused, naming the
+// tensor.
+func TestPlacedQuantized(t *testing.T) {
+	fig := testFigures(t)
+	for _, file := range []string{"model.safetensors", "model-dep8.safetensors"} {
+		for _, dt := range []weights.DType{weights.Q8_0, weights.Q4_K} {
+			m := loadTiny(t, file)
+			if _, err := m.QuantizeWeights(dt, nil); err != nil {
+				t.Fatal(err)
+			}
+			depSteps := offload.DefaultDepSteps(&m.Cfg)
+			units, err := UnitsOf(&m.Cfg, depSteps, m.storedDTypes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			bf16 := tinyUnits(t, m, depSteps)
+			// (Q4_K pads the tiny model's 64-wide rows to a 256-element
+			// super-block: larger than bf16 here, a third at real shapes.)
+			if dt == weights.Q8_0 && units.WeightBytes() >= bf16.WeightBytes() || units.WeightBytes() == bf16.WeightBytes() {
+				t.Fatalf("%s %s: units hold %d bytes, bf16 %d", file, dt, units.WeightBytes(), bf16.WeightBytes())
+			}
+			quantParts := 0
+			for _, u := range units.Units {
+				for _, p := range u.Parts {
+					if p.Stored != "" {
+						quantParts++
+					}
+				}
+			}
+			if quantParts == 0 {
+				t.Fatalf("%s %s: no unit part is sized as quantized", file, dt)
+			}
+			want, _ := runTraced(t, m, GenOptions{}, "run_pt")
+			n := len(units.Units)
+			alternate := make([]offload.Placement, n)
+			for i := range alternate {
+				alternate[i] = []offload.Placement{offload.Streamed, offload.CPU, offload.Resident}[i%3]
+			}
+			for _, pc := range []struct {
+				name  string
+				where []offload.Placement
+			}{
+				{"all resident", allOf(n, offload.Resident)},
+				{"all streamed", allOf(n, offload.Streamed)},
+				{"alternating", alternate},
+			} {
+				t.Run(fmt.Sprintf("%s/%s/%s", file, dt, pc.name), func(t *testing.T) {
+					pl := placedFor(t, m, units, fig, pc.where)
+					for i := 0; i < m.Cfg.NumLayers; i++ {
+						if w := pl.layers[i].InProj; w.DType != QuantDType(w.Name, dt) {
+							t.Fatalf("layer %d in_proj bound as %s", i, w.DType)
+						}
+					}
+					got, g := runTraced(t, m, GenOptions{}, "run_pt", pl)
+					if err := g.Err(); err != nil {
+						t.Fatal(err)
+					}
+					sameRun(t, got, want)
+					checkTimeline(t, pl, got, 1)
+				})
+			}
+			p := offload.NewProblem(bf16, offload.Workload{Batch: 1}, fig, 1<<40, 0)
+			plan, err := p.Evaluate(allOf(len(bf16.Units), offload.Streamed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := NewPlaced(m, plan, offload.NewSimDevice(1<<40)); err == nil || !strings.Contains(err.Error(), "in_proj_weight is "+string(dt)+" but the plan holds it as BF16") {
+				t.Errorf("%s %s: a bf16 plan over quantized weights: %v", file, dt, err)
+			}
+		}
 	}
 }

@@ -90,15 +90,7 @@ func (q quality) String() string {
 
 func freshTiny(t *testing.T) *Model {
 	t.Helper()
-	cfg, err := config.Load(tiny + "config.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := LoadFile(&cfg.LM, tiny+"model.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return loadTiny(t, "model.safetensors")
 }
 
 // quantPicks are the choices of tensors measured: the default

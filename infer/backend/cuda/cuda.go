@@ -424,6 +424,10 @@ func dtypeCode(d weights.DType) int {
 		return 1
 	case weights.F16:
 		return 2
+	case weights.Q8_0:
+		return 3
+	case weights.Q4_K:
+		return 4
 	}
 	panic(fmt.Sprintf("cuda: weight dtype %s", d))
 }
@@ -481,9 +485,8 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 		return
 	}
 	wp, slot := c.weight(w)
-	es := int64(w.DType.Size())
-	vec := 0
-	if K%8 == 0 && int64(wp)%16 == 0 && (int64(K)*es)%16 == 0 {
+	vec := 0 // the float rows' 16-byte loads (block rows are read by bytes)
+	if es := int64(w.DType.Size()); !w.DType.Quantized() && K%8 == 0 && int64(wp)%16 == 0 && (int64(K)*es)%16 == 0 {
 		vec = 1
 	}
 	if c.bf16 && w.DType == weights.BF16 {

@@ -8,6 +8,14 @@
 // load8 widens weight elements [k, k+8) of one row (zero past K). vec: the
 // row is 16-byte aligned and K % 8 == 0, so the loads are vectorised.
 __device__ __forceinline__ void load8(const char* row, int dt, int k, int K, int vec, float* o) {
+  if (dt == DT_Q8_0) {
+    q8_0_8((const unsigned char*)row, k, K, o);
+    return;
+  }
+  if (dt == DT_Q4_K) {
+    q4_k_8((const unsigned char*)row, k, K, o);
+    return;
+  }
   if (vec) {
     if (dt == DT_F32) {
       float4 a = __ldg((const float4*)(row + 4ll * k));
@@ -29,7 +37,8 @@ __device__ __forceinline__ void load8(const char* row, int dt, int k, int K, int
   for (int e = 0; e < 8; e++) o[e] = k + e < K ? ldw(row, dt, k + e) : 0.0f;
 }
 
-// matmul_fma: the float32 path (every dtype; the parity path). One warp per
+// matmul_fma: the float32 path (every dtype, the block formats widened
+// exactly as the CPU does; the parity path). One warp per
 // output row n; lane l accumulates, per batch row, elements k = 256c + 8l + e
 // in order (c, e), then the 32 partial sums are combined by a fixed xor
 // tree. Batch rows go 8 at a time (the warp's weight row, read once from
@@ -38,8 +47,7 @@ extern "C" __global__ void matmul_fma(float* y, int ldy, const float* x, int ldx
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int n = blockIdx.x * (blockDim.x >> 5) + warp;
   if (n >= N) return;
-  int es = dt == DT_F32 ? 4 : 2;
-  const char* row = (const char*)w + (long long)n * K * es;
+  const char* row = (const char*)w + (long long)n * row_bytes(dt, K);
   for (int b0 = 0; b0 < B; b0 += 8) {
     int nb = min(8, B - b0);
     float acc[8];
