@@ -54,7 +54,10 @@
 // u2 (scale bytes 0-3, 4-7, 8-11): sc[0..3] = u0 & 0x3f…, sc[4..7] =
 // (u2 & 0x0f…) | ((u0>>6) & 0x03…)<<4; m[0..3] = u1 & 0x3f…, m[4..7] =
 // ((u2>>4) & 0x0f…) | ((u1>>6) & 0x03…)<<4. Clobbers R10-R13, Y8-Y10.
-#define Q4K_SCALES(P) \
+#define Q4K_SCALES(P) Q4K_SCALES_TO(P, 0, 32)
+
+// Q4K_SCALES_TO is Q4K_SCALES storing at S(SP) and M(SP).
+#define Q4K_SCALES_TO(P, S, M) \
 	VPBROADCASTW 0(P), X8; \
 	VCVTPH2PS X8, Y8; \
 	VPBROADCASTW 2(P), X9; \
@@ -75,7 +78,7 @@
 	VPMOVZXBD X10, Y10; \
 	VCVTDQ2PS Y10, Y10; \
 	VMULPS Y8, Y10, Y10; \
-	VMOVUPS Y10, 0(SP); \
+	VMOVUPS Y10, S(SP); \
 	MOVL 8(P), R10; \
 	MOVL R10, R12; \
 	SHRL $6, R12; \
@@ -91,7 +94,7 @@
 	VPMOVZXBD X10, Y10; \
 	VCVTDQ2PS Y10, Y10; \
 	VMULPS Y9, Y10, Y10; \
-	VMOVUPS Y10, 32(SP)
+	VMOVUPS Y10, M(SP)
 
 // ---- Q4_K: sub-block R10 (0-7) of the super-block at R9 → weights in
 // Z4, Z5; Z6 holds the nibble mask. Clobbers R11, Z2, Z3. ----
@@ -272,13 +275,99 @@ done: \
 	VFMADD231PS XOFF2(DX)(AX*4), Z7, Z0; \
 	VFMADD231PS XOFF3(DX)(AX*4), Z8, Z1
 
+// ---- Q4_K, AVX-512, two rows at once (R9 and R14, scales at 0/32(SP)
+// and 64/96(SP)): Q4KPAIR512 for both, x loaded once into Z15-Z18, row
+// R14 through Z19-Z26 into Z13, Z14: two independent FMA chains. ----
+#define Q4KPAIR2(QOFF, QOFF16, SA, MA, SA1, MA1, SB, MB, SB1, MB1, XOFF, XOFF1, XOFF2, XOFF3) \
+	VMOVUPS XOFF(DX)(AX*4), Z15; \
+	VMOVUPS XOFF1(DX)(AX*4), Z16; \
+	VMOVUPS XOFF2(DX)(AX*4), Z17; \
+	VMOVUPS XOFF3(DX)(AX*4), Z18; \
+	VPMOVZXBD QOFF(R9), Z4; \
+	VPMOVZXBD QOFF16(R9), Z5; \
+	VPMOVZXBD QOFF(R14), Z19; \
+	VPMOVZXBD QOFF16(R14), Z20; \
+	VPSRLD $4, Z4, Z7; \
+	VPSRLD $4, Z5, Z8; \
+	VPSRLD $4, Z19, Z21; \
+	VPSRLD $4, Z20, Z22; \
+	VBROADCASTSS SA(SP), Z2; \
+	VBROADCASTSS MA(SP), Z10; \
+	VFMSUB231PS Z12, Z2, Z10; \
+	VBROADCASTSS SA1(SP), Z3; \
+	VBROADCASTSS MA1(SP), Z11; \
+	VFMSUB231PS Z12, Z3, Z11; \
+	VBROADCASTSS SB(SP), Z23; \
+	VBROADCASTSS MB(SP), Z24; \
+	VFMSUB231PS Z12, Z23, Z24; \
+	VBROADCASTSS SB1(SP), Z25; \
+	VBROADCASTSS MB1(SP), Z26; \
+	VFMSUB231PS Z12, Z25, Z26; \
+	VPERMPS Z10, Z4, Z4; \
+	VPERMPS Z10, Z5, Z5; \
+	VPERMPS Z11, Z7, Z7; \
+	VPERMPS Z11, Z8, Z8; \
+	VPERMPS Z24, Z19, Z19; \
+	VPERMPS Z24, Z20, Z20; \
+	VPERMPS Z26, Z21, Z21; \
+	VPERMPS Z26, Z22, Z22; \
+	VFMADD231PS Z15, Z4, Z0; \
+	VFMADD231PS Z16, Z5, Z1; \
+	VFMADD231PS Z15, Z19, Z13; \
+	VFMADD231PS Z16, Z20, Z14; \
+	VFMADD231PS Z17, Z7, Z0; \
+	VFMADD231PS Z18, Z8, Z1; \
+	VFMADD231PS Z17, Z21, Z13; \
+	VFMADD231PS Z18, Z22, Z14
+
 // func mvQ4_KAVX512(w *byte, stride, rows int, x *float32, nl int, dst *float32):
-// whole super-blocks unrolled, a last partial one sub-block by sub-block.
+// rows of whole super-blocks two at a time (Q4KPAIR2: the FMA chains of
+// the two rows overlap), a last odd row — and every row when nl is not a
+// multiple of 256 — one at a time: whole super-blocks unrolled, a last
+// partial one sub-block by sub-block. R14 is the second row's block
+// pointer (an ABI0 function may clobber it).
 #define MVQ4K512 \
 	MVARGS; \
 	MASK512; \
 	VPMOVZXBD q4kIota<>(SB), Z12; \
 	VCVTDQ2PS Z12, Z12; \
+	TESTQ $255, BX; \
+	JNZ row; \
+pairrow: \
+	CMPQ CX, $2; \
+	JLT row; \
+	MOVQ SI, R9; \
+	LEAQ (SI)(R8*1), R14; \
+	ZERO512; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	XORQ AX, AX; \
+psblock: \
+	PREFETCHT0 PFDIST(R9); \
+	PREFETCHT0 PFDIST+64(R9); \
+	PREFETCHT0 PFDIST+128(R9); \
+	PREFETCHT0 PFDIST(R14); \
+	PREFETCHT0 PFDIST+64(R14); \
+	PREFETCHT0 PFDIST+128(R14); \
+	Q4K_SCALES_TO(R9, 0, 32); \
+	Q4K_SCALES_TO(R14, 64, 96); \
+	Q4KPAIR2(16, 32, 0, 32, 4, 36, 64, 96, 68, 100, 0, 64, 128, 192); \
+	Q4KPAIR2(48, 64, 8, 40, 12, 44, 72, 104, 76, 108, 256, 320, 384, 448); \
+	Q4KPAIR2(80, 96, 16, 48, 20, 52, 80, 112, 84, 116, 512, 576, 640, 704); \
+	Q4KPAIR2(112, 128, 24, 56, 28, 60, 88, 120, 92, 124, 768, 832, 896, 960); \
+	ADDQ $256, AX; \
+	ADDQ $144, R9; \
+	ADDQ $144, R14; \
+	CMPQ AX, BX; \
+	JLT psblock; \
+	HSUM32_512(Z0, Z1, X0, 0(DI)); \
+	HSUM32_512(Z13, Z14, X13, 4(DI)); \
+	LEAQ (SI)(R8*2), SI; \
+	ADDQ $8, DI; \
+	SUBQ $2, CX; \
+	JNZ pairrow; \
+	VZEROUPPER; \
+	RET; \
 row: \
 	MOVQ SI, R9; \
 	ZERO512; \
@@ -369,7 +458,7 @@ TEXT ·mvQ8_0AVX512(SB), NOSPLIT, $0-48
 TEXT ·mvQ8_0AVX2(SB), NOSPLIT, $0-48
 	MVQ8(Q8W256, ZERO256, FMA256, HSUM32_256(Y0, Y1, Y2, Y3, X0, 0(DI)))
 
-TEXT ·mvQ4_KAVX512(SB), NOSPLIT, $64-48
+TEXT ·mvQ4_KAVX512(SB), NOSPLIT, $128-48
 	MVQ4K512
 
 TEXT ·mvQ4_KAVX2(SB), NOSPLIT, $64-48

@@ -47,7 +47,7 @@ func randQuantMat(rng *rand.Rand, dt weights.DType, rows, cols int) Mat {
 // every row of MatMul, on odd sizes, at 1 and 3 threads.
 func TestQuantKernelsBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	cols := []int{1, 31, 32, 33, 64, 95, 255, 256, 257, 300, 513, 1000}
+	cols := []int{1, 31, 32, 33, 64, 95, 255, 256, 257, 300, 513, 768, 1000}
 	for _, dt := range quantDTypes {
 		for _, c := range cols {
 			for _, rows := range []int{1, 2, 3, 4, 7, 13, 33} {
