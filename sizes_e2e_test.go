@@ -84,4 +84,35 @@ func TestOtherModelSizesRun(t *testing.T) {
 	if string(outs[0]) != string(outs[1]) {
 		t.Fatal("same seed, different outputs")
 	}
+
+	// Quantized at load, greedy, against the bf16 run (the quality table
+	// of docs/QUANTIZATION.md logs these): compare runs and gives its
+	// verdict; the quantized run is deterministic.
+	greedy := func(extra ...string) string {
+		out := t.TempDir()
+		args := tinyArgs(out, "--greedy", "-q")
+		args = setFlag(args, "--config", cfgPath)
+		args = setFlag(args, "--moshi-weight", lmPath)
+		args = setFlag(args, "--mimi-weight", mimiPath)
+		args = setFlag(args, "--voice-prompt", "TINYF0.wav")
+		if _, stderr, code := run(t, append(args, extra...)...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, stderr)
+		}
+		return out
+	}
+	ref := greedy()
+	for _, format := range []string{"q8_0", "q4_k"} {
+		a, b := greedy("--weights", format), greedy("--weights", format)
+		wa, _ := os.ReadFile(filepath.Join(a, "out.wav"))
+		wb, _ := os.ReadFile(filepath.Join(b, "out.wav"))
+		if len(wa) == 0 || string(wa) != string(wb) {
+			t.Fatalf("%s: two runs differ", format)
+		}
+		cmp, _, code := run(t, "compare", "--reference", filepath.Join(ref, "out.wav"), "--candidate", filepath.Join(a, "out.wav"),
+			"--reference-text", filepath.Join(ref, "out.json"), "--candidate-text", filepath.Join(a, "out.json"))
+		if code > 1 || !strings.Contains(cmp, "verdict") {
+			t.Fatalf("compare: exit %d: %s", code, cmp)
+		}
+		t.Logf("other shape %s vs bf16 (whole run, greedy): %s", format, strings.TrimSpace(cmp))
+	}
 }
