@@ -335,7 +335,7 @@ func (m *Model) partBytes(u offload.Unit, refs []nn.TensorRef) func(k int) ([]by
 	}
 }
 
-// storedDType is the block format a weight of the model is held in ("":
+// storedDTypes gives the block format a weight of the model is held in ("":
 // not quantized), by checkpoint name: what the planner sizes it as.
 func (m *Model) storedDTypes() func(name string) weights.DType {
 	dt := map[string]weights.DType{}
