@@ -109,6 +109,23 @@ func TestCUDAJobPathsDry(t *testing.T) {
 	if _, err := run(o); err == nil || !strings.Contains(err.Error(), "--cpu-offload") {
 		t.Fatalf("a model larger than the device: %v", err)
 	}
+	// --weights q8_0 is sized as its blocks: a device between the bf16
+	// and the q8_0 need refuses the one and runs the other.
+	q8 := o
+	q8.Weights = "q8_0"
+	files := fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
+	saved := quantSavings(q8)
+	if saved <= 0 || quantSavings(o) != 0 {
+		t.Fatalf("q8_0 saves %d bytes, bf16 %d", saved, quantSavings(o))
+	}
+	between := FitsFor(cfg, files-saved/2, 1, 0).Need()
+	withDryGPU(t, between)
+	if _, err := run(o); err == nil || !strings.Contains(err.Error(), "--cpu-offload") {
+		t.Fatalf("bf16 on a device of %d bytes: %v", between, err)
+	}
+	if n, err := run(q8); err != nil || n != 1 {
+		t.Fatalf("--weights q8_0 on a device of %d bytes: %d items, %v", between, n, err)
+	}
 	withDryGPU(t, 1<<30)
 	if n, err := run(o); err != nil || n != 1 {
 		t.Fatalf("resident: %d items, %v", n, err)
