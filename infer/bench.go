@@ -113,13 +113,17 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	}
 	est := EstimateMemory(&cfg, B, o.KVFill+o.Warmup+o.Frames+16, B*16)
 	est.Other = int64(mem)
+	specs := lm.WeightSpecs(&lmCfg, weights.BF16)
 	if o.MoshiWeight == "" {
-		for _, s := range lm.WeightSpecs(&lmCfg, weights.BF16) {
+		for _, s := range specs {
 			est.Other += specBytes(s)
 		}
 	} else {
 		est.Mapped += fileSize(o.MoshiWeight)
+		specs = checkpointSpecs(o.MoshiWeight)
 	}
+	blocks, _ := quantSizes(o.Weights, specs) // --weights: the blocks are new RAM
+	est.Other += blocks
 	if o.MimiWeight == "" {
 		if specs, err := mimi.WeightSpecs(cfg.Mimi); err == nil {
 			for _, s := range specs {

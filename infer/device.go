@@ -178,32 +178,6 @@ func storedDTypes(o Options) func(tensor string) weights.DType {
 	return nil
 }
 
-// quantSavings is how many bytes of the LM checkpoint --weights saves by
-// quantizing at load (0 without it, or for a file that is quantized
-// already or cannot be read): what a fully resident job does not upload.
-func quantSavings(o Options) int64 {
-	format, err := weights.ParseQuantFormat(o.Weights)
-	if err != nil || o.Weights == "" {
-		return 0
-	}
-	f, err := weights.Open(o.MoshiWeight)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	var saved int64
-	for _, n := range f.Names() {
-		t, err := f.Get(n)
-		if err != nil || t.DType.Quantized() || len(t.Shape) == 0 {
-			continue
-		}
-		if dt := lm.QuantDType(n, format); dt != "" && t.DType != dt {
-			saved += t.Bytes() - dt.StorageBytes(t.Shape)
-		}
-	}
-	return max(0, saved)
-}
-
 // planForGPU solves the offload plan for a GPU budget. The backend keeps
 // every temporal layer's KV cache on the device (attention runs there for
 // CPU units too), which the planner counts in host memory for CPU layers:
@@ -271,7 +245,8 @@ func checkFits(o Options, cfg *config.Config, g *cuda.CUDA) error {
 		}
 		n += st.Size()
 	}
-	n -= quantSavings(o)
+	_, saved := quantSizes(o.Weights, checkpointSpecs(o.MoshiWeight))
+	n -= saved
 	_, _, limit := g.Memory()
 	if msg := FitsFor(cfg, n, o.BatchSize, limit).Error(); msg != "" {
 		return fmt.Errorf("--device cuda: %s", msg)

@@ -114,9 +114,10 @@ func TestCUDAJobPathsDry(t *testing.T) {
 	q8 := o
 	q8.Weights = "q8_0"
 	files := fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
-	saved := quantSavings(q8)
-	if saved <= 0 || quantSavings(o) != 0 {
-		t.Fatalf("q8_0 saves %d bytes, bf16 %d", saved, quantSavings(o))
+	specs := checkpointSpecs(o.MoshiWeight)
+	blocks, saved := quantSizes("q8_0", specs)
+	if b, s := quantSizes("", specs); saved <= 0 || blocks <= 0 || b != 0 || s != 0 {
+		t.Fatalf("q8_0: %d bytes of blocks save %d; without --weights %d, %d", blocks, saved, b, s)
 	}
 	between := FitsFor(cfg, files-saved/2, 1, 0).Need()
 	withDryGPU(t, between)

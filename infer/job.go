@@ -237,6 +237,8 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	}
 	est := EstimateMemory(cfg, B, positions, prefill)
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
+	blocks, _ := quantSizes(o.Weights, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
+	est.Other += blocks
 	if o.Device == "cuda" {
 		// The KV rings and activations live in device memory (the device's
 		// size check, or the offload plan, accounts for them).

@@ -45,3 +45,42 @@ func CheckWeights(format string) error {
 	_, err := weights.ParseQuantFormat(format)
 	return err
 }
+
+// quantSizes is, for --weights format over the float tensors specs lists,
+// the bytes of the blocks quantizing at load makes (new RAM, held beside
+// the mapped checkpoint) and the bytes of the checkpoint they replace in
+// use (saved: what a device no longer needs to hold). Both are 0 without
+// --weights; tensors already quantized are left alone, as at load.
+func quantSizes(format string, specs []weights.Spec) (blocks, saved int64) {
+	dt, err := weights.ParseQuantFormat(format)
+	if err != nil || format == "" {
+		return 0, 0
+	}
+	for _, s := range specs {
+		q := lm.QuantDType(s.Name, dt)
+		if q == "" || s.DType.Quantized() || s.DType == q || len(s.Shape) == 0 {
+			continue
+		}
+		b := q.StorageBytes(s.Shape)
+		blocks += b
+		saved += s.DType.StorageBytes(s.Shape) - b
+	}
+	return blocks, max(0, saved)
+}
+
+// checkpointSpecs lists the tensors of a checkpoint from its header (nil
+// when it cannot be read: loading reports that).
+func checkpointSpecs(path string) []weights.Spec {
+	f, err := weights.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var specs []weights.Spec
+	for _, n := range f.Names() {
+		if t, err := f.Get(n); err == nil {
+			specs = append(specs, weights.Spec{Name: n, DType: t.DType, Shape: t.Shape})
+		}
+	}
+	return specs
+}
