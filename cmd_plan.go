@@ -128,7 +128,7 @@ func makePlan(c *cli.Context) (*planOutput, error) {
 			return nil, usageErrorf("--weights: %v", err)
 		}
 	}
-	units, err := lm.UnitsStored(&cfg.LM, depSteps, stored)
+	units, err := lm.UnitsOf(&cfg.LM, depSteps, lm.StoredAs(stored))
 	if err != nil {
 		return nil, err
 	}

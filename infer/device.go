@@ -160,20 +160,17 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 // it; nil (all bf16) otherwise, and when the file cannot be read (loading
 // reports that).
 func storedDTypes(o Options) func(tensor string) weights.DType {
-	if f, err := weights.Open(o.MoshiWeight); err == nil {
-		defer f.Close()
-		dt := map[string]weights.DType{}
-		for _, n := range f.Names() {
-			if t, err := f.Get(n); err == nil && t.DType.Quantized() {
-				dt[n] = t.DType
-			}
-		}
-		if len(dt) > 0 {
-			return func(n string) weights.DType { return dt[n] }
+	dt := map[string]weights.DType{}
+	for _, s := range checkpointSpecs(o.MoshiWeight) {
+		if s.DType.Quantized() {
+			dt[s.Name] = s.DType
 		}
 	}
-	if format, err := weights.ParseQuantFormat(o.Weights); err == nil && o.Weights != "" {
-		return func(n string) weights.DType { return lm.QuantDType(n, format) }
+	if len(dt) > 0 {
+		return func(n string) weights.DType { return dt[n] }
+	}
+	if format, err := weights.ParseQuantFormat(o.Weights); err == nil {
+		return lm.StoredAs(format)
 	}
 	return nil
 }

@@ -267,33 +267,12 @@ type Span struct {
 
 // Pack concatenates a unit's parts into one contiguous host blob, the form a
 // streamed unit crosses PCIe in and the bytes Runtime.Acquire hands back.
-// get returns the raw little-endian bytes of a whole tensor in the part's
-// stored format (typically a view of the mapped checkpoint). The spans say
-// where each part landed, so the executor can re-wrap the blob as
-// matrices. dst is reused when large enough.
-func (u *Unit) Pack(dst []byte, get func(tensor string) ([]byte, error)) ([]byte, []Span, error) {
-	return u.PackParts(dst, func(k int) ([]byte, error) {
-		p := u.Parts[k]
-		raw, err := get(p.Tensor)
-		if err != nil {
-			return nil, err
-		}
-		var numel int64 = 1
-		for _, s := range p.Shape {
-			numel *= int64(s)
-		}
-		rb := p.RowBytes()
-		if p.Cols <= 0 || numel%int64(p.Cols) != 0 || int64(len(raw)) != numel/int64(p.Cols)*rb {
-			return nil, fmt.Errorf("tensor %q has %d bytes, %v in %s needs %d", p.Tensor, len(raw), p.Shape, p.Format(), numel/int64(max(1, p.Cols))*rb)
-		}
-		return raw[int64(p.Row0)*rb : int64(p.Row1)*rb], nil
-	})
-}
-
-// PackParts is Pack from the parts' own bytes: part(k) returns exactly part
-// k's rows in its stored format (an executor that holds the weights
-// already, quantized or not).
-func (u *Unit) PackParts(dst []byte, part func(k int) ([]byte, error)) ([]byte, []Span, error) {
+// part(k) returns exactly part k's rows in its stored format (the
+// executor's weights: a view of the mapped checkpoint, or blocks made at
+// load); each is checked against the part's size. The spans say where each
+// part landed, so the executor can re-wrap the blob as matrices. dst is
+// reused when large enough.
+func (u *Unit) Pack(dst []byte, part func(k int) ([]byte, error)) ([]byte, []Span, error) {
 	if int64(cap(dst)) < u.Bytes {
 		dst = make([]byte, u.Bytes)
 	}

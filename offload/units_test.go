@@ -143,17 +143,10 @@ func TestPackTinyCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	get := func(name string) ([]byte, error) {
-		tn, err := f.Get(name)
-		if err != nil {
-			return nil, err
-		}
-		return tn.Data, nil
-	}
 	lm := units(t, c, 16)
 	used := map[string]bool{}
 	for _, u := range lm.Units {
-		blob, spans, err := u.Pack(nil, get)
+		blob, spans, err := u.Pack(nil, rowsOf(f, u))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,13 +176,27 @@ func TestPackTinyCheckpoint(t *testing.T) {
 			t.Errorf("tensor %s is in no unit", name)
 		}
 	}
-	// A wrong-sized tensor and a missing one are reported.
+	// A wrong-sized part and a missing one are reported.
 	u := lm.Units[0]
-	if _, _, err := u.Pack(nil, func(string) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "in BF16 needs 24576") {
+	if _, _, err := u.Pack(nil, func(int) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "BF16 needs 24576") {
 		t.Errorf("wrong size: %v", err)
 	}
-	if _, _, err := u.Pack(nil, func(n string) ([]byte, error) { return nil, fmt.Errorf("no %s", n) }); err == nil || !strings.Contains(err.Error(), "layer.0") {
+	if _, _, err := u.Pack(nil, func(k int) ([]byte, error) { return nil, fmt.Errorf("no %s", u.Parts[k].Tensor) }); err == nil || !strings.Contains(err.Error(), "layer.0") {
 		t.Errorf("missing tensor: %v", err)
+	}
+}
+
+// rowsOf gives Unit.Pack the rows of each part of u from f's tensors, at
+// the part's stored row size.
+func rowsOf(f *weights.File, u offload.Unit) func(k int) ([]byte, error) {
+	return func(k int) ([]byte, error) {
+		p := u.Parts[k]
+		tn, err := f.Get(p.Tensor)
+		if err != nil {
+			return nil, err
+		}
+		rb := p.RowBytes()
+		return tn.Data[min(int64(len(tn.Data)), int64(p.Row0)*rb):min(int64(len(tn.Data)), int64(p.Row1)*rb)], nil
 	}
 }
 
@@ -255,9 +262,8 @@ func TestUnitsMatchOldBuilder(t *testing.T) {
 	}
 }
 
-// Parts stored as blocks are packed by their block rows: Pack slices a
-// whole quantized tensor by its RowBytes, PackParts checks each part's
-// size against its format.
+// Parts stored as blocks are sized and packed by their block rows (a
+// part's RowBytes in its format), each part checked against its format.
 func TestPackStoredParts(t *testing.T) {
 	u := offload.Unit{Name: "u", Parts: []offload.Part{
 		{Tensor: "q", Shape: []int{4, 64}, Row0: 1, Row1: 3, Cols: 64, Stored: weights.Q8_0},
@@ -275,22 +281,24 @@ func TestPackStoredParts(t *testing.T) {
 	for i := range b {
 		b[i] = byte(200 + i)
 	}
-	blob, spans, err := u.Pack(nil, func(n string) ([]byte, error) {
-		if n == "q" {
-			return q, nil
+	rows := func(k int) ([]byte, error) {
+		if k == 0 {
+			rb := u.Parts[0].RowBytes()
+			return q[1*rb : 3*rb], nil
 		}
 		return b, nil
-	})
+	}
+	blob, spans, err := u.Pack(nil, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(blob[:136], q[68:204]) || !bytes.Equal(blob[136:], b) || spans[1].Offset != 136 {
 		t.Fatalf("packed wrongly: spans %v", spans)
 	}
-	if _, _, err := u.Pack(nil, func(string) ([]byte, error) { return make([]byte, 4*64*2), nil }); err == nil || !strings.Contains(err.Error(), "in Q8_0 needs 272") {
-		t.Errorf("a bf16-sized tensor for a q8_0 part: %v", err)
+	if _, _, err := u.Pack(nil, func(int) ([]byte, error) { return make([]byte, 2*64*2), nil }); err == nil || !strings.Contains(err.Error(), "has 256 bytes, Q8_0 needs 136") {
+		t.Errorf("bf16-sized rows for a q8_0 part: %v", err)
 	}
-	if _, _, err := u.PackParts(nil, func(k int) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "Q8_0 needs 136") {
+	if _, _, err := u.Pack(nil, func(k int) ([]byte, error) { return make([]byte, 3), nil }); err == nil || !strings.Contains(err.Error(), "Q8_0 needs 136") {
 		t.Errorf("a wrong-sized part: %v", err)
 	}
 }

@@ -156,7 +156,7 @@ func NewPlaced(m *Model, plan *offload.Plan, dev offload.Device) (*Placed, error
 	p.deps = make([]DepStep, p.nDep)
 	for i := range units {
 		u := units[i]
-		blob, spans, err := u.PackParts(nil, m.partBytes(u, m.unitRefs(i)))
+		blob, spans, err := u.Pack(nil, m.partBytes(u, m.unitRefs(i)))
 		if err != nil {
 			return nil, fmt.Errorf("offload: %w", err)
 		}
@@ -200,21 +200,23 @@ func NewPlaced(m *Model, plan *offload.Plan, dev offload.Device) (*Placed, error
 // unit uses); offload adds the cost model's figures. Only the config is
 // read: no checkpoint is needed.
 func Units(c *config.LM, depSteps int) (*offload.LM, error) {
-	return UnitsStored(c, depSteps, "")
+	return UnitsOf(c, depSteps, nil)
 }
 
-// UnitsStored is Units for a model whose weights are quantized to format
-// (q8_0, q4_k: as QuantDType picks them, so a unit's bytes are its stored
-// size and more of the model stays resident under a budget); "" is bf16.
-func UnitsStored(c *config.LM, depSteps int, format weights.DType) (*offload.LM, error) {
+// StoredAs is, for a block format (q8_0, q4_k), the format QuantDType
+// stores each tensor in — a model quantized to it, by quantize or
+// --weights — for UnitsOf; nil for "" (bf16).
+func StoredAs(format weights.DType) func(tensor string) weights.DType {
 	if format == "" {
-		return UnitsOf(c, depSteps, nil)
+		return nil
 	}
-	return UnitsOf(c, depSteps, func(name string) weights.DType { return QuantDType(name, format) })
+	return func(name string) weights.DType { return QuantDType(name, format) }
 }
 
 // UnitsOf is Units with each tensor's stored block format given by stored
-// ("": bf16; nil: all bf16): a quantized file's own dtypes, or a model's.
+// ("": bf16; nil: all bf16): a quantized file's own dtypes, a model's, or
+// StoredAs(format); a unit's bytes are then its stored size, so more of a
+// quantized model stays resident under a budget.
 func UnitsOf(c *config.LM, depSteps int, stored func(tensor string) weights.DType) (*offload.LM, error) {
 	if err := offload.CheckLM(c, depSteps); err != nil {
 		return nil, err
@@ -314,7 +316,7 @@ func (m *Model) unitRefs(i int) []nn.TensorRef {
 	return m.Dep.StepTensors(c, &m.Dep.steps[j], j, c.DepQ)
 }
 
-// partBytes returns, for Unit.PackParts, the bytes of unit u's parts from
+// partBytes returns, for Unit.Pack, the bytes of unit u's parts from
 // the model's weights refs are bound to: each in the part's stored format
 // (bf16, or the block format the planner sized it in).
 func (m *Model) partBytes(u offload.Unit, refs []nn.TensorRef) func(k int) ([]byte, error) {
