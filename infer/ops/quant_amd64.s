@@ -222,6 +222,10 @@ loop: \
 #define MVQ4K(MASK, W, ZERO, FMA, HSUM) \
 	MVARGS; \
 	MASK; \
+	MVQ4K_ROWS(W, ZERO, FMA, HSUM)
+
+// MVQ4K_ROWS: the CX rows from SI one at a time, sub-block by sub-block.
+#define MVQ4K_ROWS(W, ZERO, FMA, HSUM) \
 row: \
 	MOVQ SI, R9; \
 	ZERO; \
@@ -250,34 +254,14 @@ done: \
 #define MASK512 MOVL $15, R10; VPBROADCASTD R10, Z6
 #define MASK256 MOVL $15, R10; VMOVD R10, X11; VPBROADCASTD X11, Y11
 
-// ---- Q4_K, AVX-512: sub-blocks 2p and 2p+1 (the low and high nibbles of
-// the same 32 bytes at QOFF(R9)) of a whole super-block, their weights
-// through Z4, Z5 and Z7, Z8, into Z0, Z1 in element order; SLO and SHI are
-// the stack offsets of sub-block 2p's scale and min, XOFF the byte offset
-// of its first x. Z6 holds the nibble mask. Clobbers Z2, Z3. ----
-#define Q4KPAIR512(QOFF, QOFF16, SLO, SHI, SLO1, SHI1, XOFF, XOFF1, XOFF2, XOFF3) \
-	VPMOVZXBD QOFF(R9), Z4; \
-	VPMOVZXBD QOFF16(R9), Z5; \
-	VPSRLD $4, Z4, Z7; \
-	VPSRLD $4, Z5, Z8; \
-	VBROADCASTSS SLO(SP), Z2; \
-	VBROADCASTSS SHI(SP), Z10; \
-	VFMSUB231PS Z12, Z2, Z10; \
-	VBROADCASTSS SLO1(SP), Z3; \
-	VBROADCASTSS SHI1(SP), Z11; \
-	VFMSUB231PS Z12, Z3, Z11; \
-	VPERMPS Z10, Z4, Z4; \
-	VPERMPS Z10, Z5, Z5; \
-	VPERMPS Z11, Z7, Z7; \
-	VPERMPS Z11, Z8, Z8; \
-	VFMADD231PS XOFF(DX)(AX*4), Z4, Z0; \
-	VFMADD231PS XOFF1(DX)(AX*4), Z5, Z1; \
-	VFMADD231PS XOFF2(DX)(AX*4), Z7, Z0; \
-	VFMADD231PS XOFF3(DX)(AX*4), Z8, Z1
-
-// ---- Q4_K, AVX-512, two rows at once (R9 and R14, scales at 0/32(SP)
-// and 64/96(SP)): Q4KPAIR512 for both, x loaded once into Z15-Z18, row
-// R14 through Z19-Z26 into Z13, Z14: two independent FMA chains. ----
+// ---- Q4_K, AVX-512, two rows at once (R9 and R14, scales d·sc and mins
+// dmin·m at 0/32(SP) and 64/96(SP)): sub-blocks 2p and 2p+1 of a whole
+// super-block (the low and high nibbles of the 32 bytes at QOFF), x loaded
+// once into Z15-Z18. The 16 weights a sub-block can take are a table
+// (VFMSUB231PS over Z12 = 0…15), each nibble is looked up with VPERMPS
+// (which reads the index's low 4 bits: the low nibble needs no mask). Row
+// R9 goes through Z4-Z11 into Z0, Z1, row R14 through Z19-Z26 into Z13,
+// Z14: two independent FMA chains. ----
 #define Q4KPAIR2(QOFF, QOFF16, SA, MA, SA1, MA1, SB, MB, SB1, MB1, XOFF, XOFF1, XOFF2, XOFF3) \
 	VMOVUPS XOFF(DX)(AX*4), Z15; \
 	VMOVUPS XOFF1(DX)(AX*4), Z16; \
@@ -320,19 +304,52 @@ done: \
 	VFMADD231PS Z17, Z21, Z13; \
 	VFMADD231PS Z18, Z22, Z14
 
+// ---- the same for one sub-block R10 (0-7) of a last partial super-block,
+// both rows: the nibble picked by a shift of 0 or 4 (X9), no branch.
+// Clobbers R11, R12. ----
+#define Q4KSUB2 \
+	MOVQ R10, R11; \
+	SHRQ $1, R11; \
+	SHLQ $5, R11; \
+	MOVQ R10, R12; \
+	ANDQ $1, R12; \
+	SHLQ $2, R12; \
+	VMOVQ R12, X9; \
+	VPMOVZXBD 16(R9)(R11*1), Z4; \
+	VPMOVZXBD 32(R9)(R11*1), Z5; \
+	VPMOVZXBD 16(R14)(R11*1), Z19; \
+	VPMOVZXBD 32(R14)(R11*1), Z20; \
+	VPSRLD X9, Z4, Z4; \
+	VPSRLD X9, Z5, Z5; \
+	VPSRLD X9, Z19, Z19; \
+	VPSRLD X9, Z20, Z20; \
+	VBROADCASTSS 0(SP)(R10*4), Z2; \
+	VBROADCASTSS 32(SP)(R10*4), Z10; \
+	VFMSUB231PS Z12, Z2, Z10; \
+	VBROADCASTSS 64(SP)(R10*4), Z23; \
+	VBROADCASTSS 96(SP)(R10*4), Z24; \
+	VFMSUB231PS Z12, Z23, Z24; \
+	VPERMPS Z10, Z4, Z4; \
+	VPERMPS Z10, Z5, Z5; \
+	VPERMPS Z24, Z19, Z19; \
+	VPERMPS Z24, Z20, Z20; \
+	VMOVUPS (DX)(AX*4), Z15; \
+	VMOVUPS 64(DX)(AX*4), Z16; \
+	VFMADD231PS Z15, Z4, Z0; \
+	VFMADD231PS Z16, Z5, Z1; \
+	VFMADD231PS Z15, Z19, Z13; \
+	VFMADD231PS Z16, Z20, Z14
+
 // func mvQ4_KAVX512(w *byte, stride, rows int, x *float32, nl int, dst *float32):
-// rows of whole super-blocks two at a time (Q4KPAIR2: the FMA chains of
-// the two rows overlap), a last odd row — and every row when nl is not a
-// multiple of 256 — one at a time: whole super-blocks unrolled, a last
-// partial one sub-block by sub-block. R14 is the second row's block
-// pointer (an ABI0 function may clobber it).
+// rows two at a time (their FMA chains overlap): whole super-blocks
+// unrolled (Q4KPAIR2), a last partial one sub-block by sub-block
+// (Q4KSUB2); a last odd row through MVQ4K_ROWS. R14 is the second row's
+// block pointer (an ABI0 function may clobber it).
 #define MVQ4K512 \
 	MVARGS; \
 	MASK512; \
 	VPMOVZXBD q4kIota<>(SB), Z12; \
 	VCVTDQ2PS Z12, Z12; \
-	TESTQ $255, BX; \
-	JNZ row; \
 pairrow: \
 	CMPQ CX, $2; \
 	JLT row; \
@@ -351,6 +368,10 @@ psblock: \
 	PREFETCHT0 PFDIST+128(R14); \
 	Q4K_SCALES_TO(R9, 0, 32); \
 	Q4K_SCALES_TO(R14, 64, 96); \
+	MOVQ BX, R10; \
+	SUBQ AX, R10; \
+	CMPQ R10, $256; \
+	JLT ptail; \
 	Q4KPAIR2(16, 32, 0, 32, 4, 36, 64, 96, 68, 100, 0, 64, 128, 192); \
 	Q4KPAIR2(48, 64, 8, 40, 12, 44, 72, 104, 76, 108, 256, 320, 384, 448); \
 	Q4KPAIR2(80, 96, 16, 48, 20, 52, 80, 112, 84, 116, 512, 576, 640, 704); \
@@ -360,6 +381,16 @@ psblock: \
 	ADDQ $144, R14; \
 	CMPQ AX, BX; \
 	JLT psblock; \
+	JMP pdone; \
+ptail: \
+	XORQ R10, R10; \
+ptsub: \
+	Q4KSUB2; \
+	ADDQ $32, AX; \
+	INCQ R10; \
+	CMPQ AX, BX; \
+	JLT ptsub; \
+pdone: \
 	HSUM32_512(Z0, Z1, X0, 0(DI)); \
 	HSUM32_512(Z13, Z14, X13, 4(DI)); \
 	LEAQ (SI)(R8*2), SI; \
@@ -368,41 +399,7 @@ psblock: \
 	JNZ pairrow; \
 	VZEROUPPER; \
 	RET; \
-row: \
-	MOVQ SI, R9; \
-	ZERO512; \
-	XORQ AX, AX; \
-sblock: \
-	PREFETCHT0 PFDIST(R9); \
-	PREFETCHT0 PFDIST+64(R9); \
-	PREFETCHT0 PFDIST+128(R9); \
-	Q4K_SCALES(R9); \
-	MOVQ BX, R10; \
-	SUBQ AX, R10; \
-	CMPQ R10, $256; \
-	JLT partial; \
-	Q4KPAIR512(16, 32, 0, 32, 4, 36, 0, 64, 128, 192); \
-	Q4KPAIR512(48, 64, 8, 40, 12, 44, 256, 320, 384, 448); \
-	Q4KPAIR512(80, 96, 16, 48, 20, 52, 512, 576, 640, 704); \
-	Q4KPAIR512(112, 128, 24, 56, 28, 60, 768, 832, 896, 960); \
-	ADDQ $256, AX; \
-	ADDQ $144, R9; \
-	CMPQ AX, BX; \
-	JLT sblock; \
-	JMP done; \
-partial: \
-	XORQ R10, R10; \
-sub: \
-	Q4KW512; \
-	FMA512; \
-	ADDQ $32, AX; \
-	CMPQ AX, BX; \
-	JGE done; \
-	INCQ R10; \
-	JMP sub; \
-done: \
-	HSUM32_512(Z0, Z1, X0, 0(DI)); \
-	NEXTROW
+	MVQ4K_ROWS(Q4KW512, ZERO512, FMA512, HSUM32_512(Z0, Z1, X0, 0(DI)))
 
 // func dqQ8_0…(w *byte, nl int, dst *float32): dst[:nl] = the weights.
 #define DQQ8(W, STORE) \
@@ -445,7 +442,7 @@ done: \
 	VZEROUPPER; \
 	RET
 
-// 0, 1, …, 15: the nibble values, for the tables of Q4KPAIR512.
+// 0, 1, …, 15: the nibble values, for the tables of Q4KPAIR2 and Q4KSUB2.
 DATA q4kIota<>+0(SB)/8, $0x0706050403020100
 DATA q4kIota<>+8(SB)/8, $0x0f0e0d0c0b0a0908
 GLOBL q4kIota<>(SB), RODATA|NOPTR, $16
