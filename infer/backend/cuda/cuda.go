@@ -93,7 +93,9 @@ type CUDA struct {
 	bf16   bool
 	arena  *arena
 	cpuAct map[[2]int]backend.Acts
-	host   []float32
+	host   []float32 // scratch: host staging of activations and embedding rows
+	use    []uint32  // scratch: Embed's per-row table masks
+	embs   []ops.Mat // scratch: Embed's tables as matrices
 	args   args
 	closed bool
 
@@ -634,7 +636,20 @@ func (c *CUDA) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accu
 		c.host = make([]float32, n)
 	}
 	rows := c.host[:n]
-	use := make([]uint32, max(dst.Rows*words, 1))
+	nw := max(dst.Rows*words, 1)
+	if cap(c.use) < nw {
+		c.use = make([]uint32, nw)
+	}
+	use := c.use[:nw]
+	clear(use)
+	c.embs = c.embs[:0]
+	for _, t := range tables {
+		m, err := ops.MatFromBytes(t.Rows, t.Cols, t.DType, t.Host)
+		if err != nil {
+			panic(fmt.Sprintf("cuda: embedding %q: %v", t.Name, err))
+		}
+		c.embs = append(c.embs, m)
+	}
 	for i := 0; i < dst.Rows; i++ {
 		for k, t := range tables {
 			tok := ids[i*K+k]
@@ -644,11 +659,7 @@ func (c *CUDA) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accu
 			if tok < 0 || tok >= t.Rows {
 				panic(fmt.Sprintf("cuda: token %d out of range for embedding %q of %d rows", tok, t.Name, t.Rows))
 			}
-			m, err := ops.MatFromBytes(t.Rows, t.Cols, t.DType, t.Host)
-			if err != nil {
-				panic(fmt.Sprintf("cuda: embedding %q: %v", t.Name, err))
-			}
-			m.Row(tok, rows[(i*K+k)*D:(i*K+k+1)*D])
+			c.embs[k].Row(tok, rows[(i*K+k)*D:(i*K+k+1)*D])
 			use[i*words+k/32] |= 1 << (k % 32)
 		}
 	}
@@ -661,6 +672,7 @@ func (c *CUDA) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accu
 	}
 	c.args.reset().p(ptr(dst)).i(ld(dst)).p(src).p(up).i(dst.Rows).i(D).i(K).i(acc)
 	c.launch("embed_sum", [3]uint32{blocks(D, 256), uint32(dst.Rows), 1}, [3]uint32{256, 1, 1}, 0)
+	clear(c.embs) // no references to the caller's tables kept
 }
 
 func ringOf(r *backend.Ring) *devRing {
