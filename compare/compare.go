@@ -10,7 +10,9 @@
 // metric except the length difference is computed over the common part
 // r[:n], c[:n] (a length mismatch still makes the verdict "different").
 //
-//   - Sample-exact: len(r) == len(c) and r[i] == c[i] for every i.
+//   - Sample-exact: the same channel count, len(r) == len(c) and r[i] and
+//     c[i] the same for every i: equal, or both NaN (a file holding NaN is
+//     exact with itself; NaN against a number is a difference).
 //   - Max abs difference: max_i |c[i] − r[i]|.
 //   - SNR (dB): 10·log10(Σ r² / Σ (c − r)²); +Inf when the difference is all
 //     zero, −Inf when r is all zero but c is not.
@@ -40,6 +42,15 @@
 //     frame erred like this one, so all frames ≥ T implies SNR ≥ T — and the
 //     frame log-mel distance, the mean |ΔL| over the STFT frames whose centre
 //     (start + 512) lies in the frame.
+//
+// NaN and infinite samples: a pair of the same non-finite value (both NaN,
+// or the same infinity) adds nothing to the sums below and does not differ;
+// a non-finite sample on one side only (or opposite infinities) is an
+// infinite error: max abs difference +Inf, SNR and SI-SDR −Inf, log-mel
+// distance +Inf (the spectra are taken with non-finite samples as zero).
+//
+// Channels: AudioChannels compares channel by channel and keeps the worst
+// value of each metric; a different channel count is a difference.
 //
 // # Transcript metrics
 //
@@ -76,19 +87,28 @@ func FrameSamples(rate int) int {
 // AudioMetrics are the measurements between a reference and a candidate
 // signal; see the package comment for their definitions.
 type AudioMetrics struct {
-	SampleRate       int
-	ReferenceSamples int
-	CandidateSamples int
-	LengthDiff       int // CandidateSamples − ReferenceSamples
-	Compared         int // samples in the common part, min of the two lengths
-	Exact            bool
-	MaxAbsDiff       float64
-	SNRdB            float64
-	SISDRdB          float64
-	MelDistanceDB    float64
-	FirstDiffSample  int // −1 when sample-exact
-	FirstDiffFrame   int // in 80 ms frames; −1 when sample-exact
-	FrameSamples     int // samples per 80 ms frame
+	SampleRate int
+	// ReferenceChannels and CandidateChannels are the channel counts (1
+	// for Audio); a difference makes the comparison different.
+	ReferenceChannels int
+	CandidateChannels int
+	ReferenceSamples  int
+	CandidateSamples  int
+	LengthDiff        int // CandidateSamples − ReferenceSamples
+	Compared          int // samples in the common part, min of the two lengths
+	Exact             bool
+	MaxAbsDiff        float64
+	SNRdB             float64
+	SISDRdB           float64
+	MelDistanceDB     float64
+	FirstDiffSample   int // −1 when sample-exact
+	FirstDiffFrame    int // in 80 ms frames; −1 when sample-exact
+	FrameSamples      int // samples per 80 ms frame
+	// NonFiniteDiffs counts the samples of the common part where one side
+	// only is NaN or infinite (or the two are opposite infinities);
+	// FirstNonFinite is the first of them, −1 when none.
+	NonFiniteDiffs int
+	FirstNonFinite int
 	// Frames holds the per-frame errors of the ceil(Compared/FrameSamples)
 	// 80 ms frames of the common part.
 	Frames []FrameError
@@ -100,27 +120,39 @@ type FrameError struct {
 	MelDistanceDB float64 // mean |ΔL| of the STFT frames centred in the frame
 }
 
-// Audio compares candidate with reference, both sampled at rate Hz.
+// Audio compares candidate with reference, both one channel sampled at
+// rate Hz. For files with several channels use AudioChannels.
 func Audio(ref, cand []float32, rate int) AudioMetrics {
 	n := min(len(ref), len(cand))
 	fs := FrameSamples(rate)
 	m := AudioMetrics{
-		SampleRate:       rate,
-		ReferenceSamples: len(ref),
-		CandidateSamples: len(cand),
-		LengthDiff:       len(cand) - len(ref),
-		Compared:         n,
-		FrameSamples:     fs,
-		FirstDiffSample:  -1,
-		FirstDiffFrame:   -1,
+		SampleRate:        rate,
+		ReferenceChannels: 1,
+		CandidateChannels: 1,
+		ReferenceSamples:  len(ref),
+		CandidateSamples:  len(cand),
+		LengthDiff:        len(cand) - len(ref),
+		Compared:          n,
+		FrameSamples:      fs,
+		FirstDiffSample:   -1,
+		FirstDiffFrame:    -1,
+		FirstNonFinite:    -1,
 	}
 	r, c := ref[:n], cand[:n]
 	for i := range r {
-		// Equal values, or the same bits (a NaN is its own equal here: a
-		// file compared with itself is exact whatever it holds).
-		if r[i] != c[i] && math.Float32bits(r[i]) != math.Float32bits(c[i]) {
+		if !same(r[i], c[i]) {
 			m.FirstDiffSample = i
 			break
+		}
+	}
+	if m.FirstDiffSample >= 0 {
+		for i := m.FirstDiffSample; i < n; i++ {
+			if !same(r[i], c[i]) && !(finite(r[i]) && finite(c[i])) {
+				if m.NonFiniteDiffs == 0 {
+					m.FirstNonFinite = i
+				}
+				m.NonFiniteDiffs++
+			}
 		}
 	}
 	if m.FirstDiffSample < 0 && len(ref) != len(cand) {
@@ -138,14 +170,16 @@ func Audio(ref, cand []float32, rate int) AudioMetrics {
 	m.Frames = make([]FrameError, nf)
 	var er float64
 	for _, v := range r {
-		er += float64(v) * float64(v)
+		if finite(v) {
+			er += float64(v) * float64(v)
+		}
 	}
 	for f := range m.Frames {
 		s, e := f*fs, min((f+1)*fs, n)
 		var ee float64
 		for i := s; i < e; i++ {
-			d := float64(c[i]) - float64(r[i])
-			ee += d * d
+			_, d2 := pairTerms(r[i], c[i])
+			ee += d2
 		}
 		m.Frames[f].SNRdB = ratioDB(er/float64(n), ee/float64(e-s))
 	}
@@ -155,7 +189,107 @@ func Audio(ref, cand []float32, rate int) AudioMetrics {
 	for f, d := range frameMel(lr, lc, nf, fs) {
 		m.Frames[f].MelDistanceDB = d
 	}
+	if m.NonFiniteDiffs > 0 {
+		// The spectra were taken with the non-finite samples as zero; a
+		// NaN or Inf on one side only is an infinite spectral difference.
+		m.MelDistanceDB = math.Inf(1)
+		for i := m.FirstNonFinite; i < n; i++ {
+			if !same(r[i], c[i]) && !(finite(r[i]) && finite(c[i])) {
+				m.Frames[i/fs].MelDistanceDB = math.Inf(1)
+			}
+		}
+	}
 	return m
+}
+
+// AudioChannels compares every channel of candidate with the same channel
+// of reference (each a slice of one channel's samples, all sampled at rate
+// Hz). A different channel count makes the comparison not exact (every
+// sample of a missing channel differs: FirstDiffSample is at most 0) and
+// Evaluate says so in the reasons; the metrics are taken over the channels
+// both have, each the worst over the channels: the lowest SNR and SI-SDR,
+// the highest max abs difference and log-mel distance, the earliest first
+// difference, and per 80 ms frame the lowest SNR and highest log-mel
+// distance. With one channel on each side it returns Audio(ref[0], cand[0]).
+func AudioChannels(ref, cand [][]float32, rate int) AudioMetrics {
+	nc := min(len(ref), len(cand))
+	if nc == 0 {
+		var r, c []float32
+		if len(ref) > 0 {
+			r = ref[0]
+		}
+		if len(cand) > 0 {
+			c = cand[0]
+		}
+		m := Audio(r, c, rate)
+		m.ReferenceChannels, m.CandidateChannels = len(ref), len(cand)
+		markChannelDiff(&m)
+		return m
+	}
+	m := Audio(ref[0], cand[0], rate)
+	for ch := 1; ch < nc; ch++ {
+		o := Audio(ref[ch], cand[ch], rate)
+		m.Exact = m.Exact && o.Exact
+		m.MaxAbsDiff = max(m.MaxAbsDiff, o.MaxAbsDiff)
+		m.SNRdB = min(m.SNRdB, o.SNRdB)
+		m.SISDRdB = min(m.SISDRdB, o.SISDRdB)
+		m.MelDistanceDB = max(m.MelDistanceDB, o.MelDistanceDB)
+		if o.FirstDiffSample >= 0 && (m.FirstDiffSample < 0 || o.FirstDiffSample < m.FirstDiffSample) {
+			m.FirstDiffSample, m.FirstDiffFrame = o.FirstDiffSample, o.FirstDiffFrame
+		}
+		if o.NonFiniteDiffs > 0 && (m.NonFiniteDiffs == 0 || o.FirstNonFinite < m.FirstNonFinite) {
+			m.FirstNonFinite = o.FirstNonFinite
+		}
+		m.NonFiniteDiffs += o.NonFiniteDiffs
+		for f := range min(len(m.Frames), len(o.Frames)) {
+			m.Frames[f].SNRdB = min(m.Frames[f].SNRdB, o.Frames[f].SNRdB)
+			m.Frames[f].MelDistanceDB = max(m.Frames[f].MelDistanceDB, o.Frames[f].MelDistanceDB)
+		}
+	}
+	m.ReferenceChannels, m.CandidateChannels = len(ref), len(cand)
+	markChannelDiff(&m)
+	return m
+}
+
+// markChannelDiff makes metrics of files with different channel counts not
+// exact.
+func markChannelDiff(m *AudioMetrics) {
+	if m.ReferenceChannels == m.CandidateChannels {
+		return
+	}
+	m.Exact = false
+	if m.FirstDiffSample < 0 {
+		m.FirstDiffSample, m.FirstDiffFrame = 0, 0
+	}
+}
+
+// finite reports whether v is neither NaN nor ±Inf.
+func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
+
+// same reports whether two samples are equal for the comparison: equal
+// values (0 and −0 included, +Inf and +Inf) or both NaN. NaN against a
+// number is a difference.
+func same(r, c float32) bool { return r == c || (r != r && c != c) }
+
+// pairTerms returns one sample pair's contributions to the reference power
+// and to the error power. Finite pairs give r² and (c − r)². A pair of the
+// same non-finite value (both NaN, or the same infinity) adds nothing to
+// either: it is not a measurable signal, and it does not differ. A
+// non-finite sample on one side only (or opposite infinities) is an
+// infinite error, and only a finite reference sample counts as power.
+func pairTerms(r, c float32) (r2, d2 float64) {
+	if finite(r) && finite(c) {
+		x := float64(r)
+		d := float64(c) - x
+		return x * x, d * d
+	}
+	if same(r, c) {
+		return 0, 0
+	}
+	if finite(r) {
+		r2 = float64(r) * float64(r)
+	}
+	return r2, math.Inf(1)
 }
 
 // ratioDB returns 10·log10(num/den) with +Inf for den = 0 and −Inf for
@@ -170,38 +304,50 @@ func ratioDB(num, den float64) float64 {
 	return 10 * math.Log10(num/den)
 }
 
-// MaxAbsDiff returns max |c[i] − r[i]| over the common part.
+// MaxAbsDiff returns max |c[i] − r[i]| over the common part: 0 for a pair
+// of the same non-finite value, +Inf for a non-finite sample on one side
+// only.
 func MaxAbsDiff(r, c []float32) float64 {
 	n := min(len(r), len(c))
 	mx := 0.0
 	for i := 0; i < n; i++ {
-		d := math.Abs(float64(c[i]) - float64(r[i]))
-		if d > mx || math.IsNaN(d) {
-			mx = d
-		}
+		_, d2 := pairTerms(r[i], c[i])
+		mx = max(mx, math.Sqrt(d2))
 	}
 	return mx
 }
 
-// SNR returns 10·log10(Σ r² / Σ (c − r)²) in dB over the common part.
+// SNR returns 10·log10(Σ r² / Σ (c − r)²) in dB over the common part, with
+// the non-finite samples taken as pairTerms says (−Inf when one side only
+// has a NaN or an infinity).
 func SNR(r, c []float32) float64 {
 	n := min(len(r), len(c))
 	var er, ee float64
 	for i := 0; i < n; i++ {
-		x := float64(r[i])
-		d := float64(c[i]) - x
-		er += x * x
-		ee += d * d
+		r2, d2 := pairTerms(r[i], c[i])
+		er += r2
+		ee += d2
+	}
+	if math.IsInf(ee, 1) {
+		return math.Inf(-1)
 	}
 	return ratioDB(er, ee)
 }
 
 // SISDR returns the scale-invariant signal-to-distortion ratio in dB over
-// the common part (see the package comment).
+// the common part (see the package comment): −Inf when one side only has a
+// NaN or an infinity at some sample; pairs of the same non-finite value are
+// left out.
 func SISDR(r, c []float32) float64 {
 	n := min(len(r), len(c))
 	var rr, rc, cc float64
 	for i := 0; i < n; i++ {
+		if !finite(r[i]) || !finite(c[i]) {
+			if !same(r[i], c[i]) {
+				return math.Inf(-1)
+			}
+			continue
+		}
 		x, y := float64(r[i]), float64(c[i])
 		rr += x * x
 		rc += x * y
@@ -216,6 +362,9 @@ func SISDR(r, c []float32) float64 {
 	a := rc / rr
 	var et, ee float64
 	for i := 0; i < n; i++ {
+		if !finite(r[i]) || !finite(c[i]) {
+			continue
+		}
 		t := a * float64(r[i])
 		d := float64(c[i]) - t
 		et += t * t
@@ -228,16 +377,42 @@ func SISDR(r, c []float32) float64 {
 }
 
 // MelDistance returns the log-mel spectral distance in dB between the common
-// parts of r and c (see the package comment).
+// parts of r and c (see the package comment): +Inf when one side only has a
+// NaN or an infinity at some sample.
 func MelDistance(r, c []float32, rate int) float64 {
 	n := min(len(r), len(c))
+	for i := 0; i < n; i++ {
+		if !same(r[i], c[i]) && !(finite(r[i]) && finite(c[i])) {
+			return math.Inf(1)
+		}
+	}
 	lr, lc := logMelPair(r[:n], c[:n], rate)
 	return melDistance(lr, lc)
 }
 
+// zeroNonFinite returns x with its NaN and infinite samples set to zero (x
+// itself when it has none).
+func zeroNonFinite(x []float32) []float32 {
+	var out []float32
+	for i, v := range x {
+		if !finite(v) {
+			if out == nil {
+				out = append([]float32(nil), x...)
+			}
+			out[i] = 0
+		}
+	}
+	if out == nil {
+		return x
+	}
+	return out
+}
+
 // logMelPair returns the log-mel spectrograms (dB) of r and c, both floored
-// with the floor derived from r.
+// with the floor derived from r; NaN and infinite samples are taken as zero
+// (the callers account for those that differ).
 func logMelPair(r, c []float32, rate int) (lr, lc [][]float64) {
+	r, c = zeroNonFinite(r), zeroNonFinite(c)
 	mr := MelSpectrogram(r, rate)
 	mc := MelSpectrogram(c, rate)
 	floor := MelFloor(mr)

@@ -3,11 +3,14 @@ package compare
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"math"
 	"math/cmplx"
 	"math/rand/v2"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -541,5 +544,110 @@ func TestNaNFileExactWithItself(t *testing.T) {
 	y[1] = 0
 	if m := Audio(x, y, 24000); m.Exact || m.FirstDiffSample != 1 {
 		t.Fatalf("NaN vs 0: %+v", m)
+	}
+}
+
+// A NaN file is exact with itself through the whole verdict (not only the
+// sample comparison); NaN or Inf on one side only is a difference, said in
+// the reasons.
+func TestNaNVerdicts(t *testing.T) {
+	x := readMono(t, goldenWAV)
+	x = append([]float32(nil), x...)
+	x[100] = float32(math.NaN())
+	x[5000] = float32(math.Inf(1))
+	x[7000] = float32(math.Inf(-1))
+	y := append([]float32(nil), x...)
+	// A NaN with other payload bits is still NaN.
+	y[100] = math.Float32frombits(math.Float32bits(x[100]) | 1)
+	tm := Text([]string{"a"}, []string{"a"})
+	r := Evaluate(Audio(x, y, rate), &tm, DefaultThresholds())
+	if r.Verdict != Exact || len(r.Reasons) != 0 || r.Audio.MaxAbsDiff != 0 || !math.IsInf(r.Audio.SNRdB, 1) ||
+		r.Audio.MelDistanceDB != 0 || r.Audio.NonFiniteDiffs != 0 || len(r.FramesOverThreshold()) != 0 {
+		t.Fatalf("NaN file vs itself: %s %v %+v", r.Verdict, r.Reasons, r.Audio)
+	}
+	// The finite part is measured as usual: halve one sample far from the
+	// non-finite ones.
+	z := append([]float32(nil), y...)
+	z[20000] *= 0.5
+	fin := func(v []float32) []float32 { return zeroNonFinite(v) }
+	want := SNR(fin(x), fin(z))
+	if got := SNR(x, z); got != want || math.IsInf(got, 0) {
+		t.Errorf("SNR with matching NaNs %v, want %v (as with them zeroed)", got, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		at   int
+		v    float32
+	}{
+		{"NaN vs number", 200, float32(math.NaN())},
+		{"number vs NaN", 100, 0.25},
+		{"+Inf vs -Inf", 5000, float32(math.Inf(-1))},
+		{"Inf vs number", 300, float32(math.Inf(1))},
+	} {
+		c := append([]float32(nil), x...)
+		c[tc.at] = tc.v
+		r := Evaluate(Audio(x, c, rate), nil, DefaultThresholds())
+		a := r.Audio
+		if r.Verdict != Different || a.Exact || a.FirstDiffSample != tc.at || a.NonFiniteDiffs != 1 ||
+			a.FirstNonFinite != tc.at || !math.IsInf(a.MaxAbsDiff, 1) || !math.IsInf(a.SNRdB, -1) ||
+			!math.IsInf(a.SISDRdB, -1) || !math.IsInf(a.MelDistanceDB, 1) {
+			t.Errorf("%s: %s %+v", tc.name, r.Verdict, a)
+			continue
+		}
+		want := fmt.Sprintf("1 samples are NaN or infinite in one file only (first at sample %d)", tc.at)
+		if !slices.Contains(r.Reasons, want) {
+			t.Errorf("%s: reasons %q lack %q", tc.name, r.Reasons, want)
+		}
+		if over := r.FramesOverThreshold(); !slices.Contains(over, tc.at/1920) {
+			t.Errorf("%s: frame %d not over threshold: %v", tc.name, tc.at/1920, over)
+		}
+	}
+}
+
+// Channel counts are compared: mono against stereo (even with the same
+// first channel) is different, said in the reasons, the report and the
+// table; every channel is compared, the worst one decides.
+func TestChannels(t *testing.T) {
+	x := readMono(t, goldenWAV)
+	mono := [][]float32{x}
+	stereo := [][]float32{x, x}
+	if m := AudioChannels(mono, mono, rate); !m.Exact || m.ReferenceChannels != 1 || m.CandidateChannels != 1 {
+		t.Fatalf("mono vs mono: %+v", m)
+	}
+	single := Audio(x, x, rate)
+	if m := AudioChannels(mono, mono, rate); !reflect.DeepEqual(m, single) {
+		t.Errorf("one channel each is not Audio's result")
+	}
+	if r := Evaluate(AudioChannels(stereo, stereo, rate), nil, DefaultThresholds()); r.Verdict != Exact {
+		t.Errorf("stereo vs itself: %s %v", r.Verdict, r.Reasons)
+	}
+	for _, tc := range []struct{ ref, cand [][]float32 }{{mono, stereo}, {stereo, mono}} {
+		a := AudioChannels(tc.ref, tc.cand, rate)
+		r := Evaluate(a, nil, DefaultThresholds())
+		want := fmt.Sprintf("channel count differs: candidate has %d channels, reference %d", len(tc.cand), len(tc.ref))
+		if a.Exact || r.Verdict != Different || !slices.Contains(r.Reasons, want) || a.FirstDiffSample != 0 {
+			t.Errorf("%d vs %d channels: %s %v %+v", len(tc.ref), len(tc.cand), r.Verdict, r.Reasons, a)
+		}
+		rep := r.Report(Inputs{Reference: "a.wav", Candidate: "b.wav"}, nil, nil)
+		if rep.Audio.ReferenceChannels != len(tc.ref) || rep.Audio.CandidateChannels != len(tc.cand) || rep.Pass {
+			t.Errorf("report: %+v", rep.Audio)
+		}
+		var tab strings.Builder
+		r.WriteTable(&tab, Inputs{Reference: "a.wav", Candidate: "b.wav"})
+		if !strings.Contains(tab.String(), fmt.Sprintf("%d (reference %d)", len(tc.cand), len(tc.ref))) {
+			t.Errorf("table lacks the channel row:\n%s", tab.String())
+		}
+	}
+	// A difference in the second channel only is found.
+	y := append([]float32(nil), x...)
+	for i := 30 * 1920; i < 31*1920; i++ {
+		y[i] *= 0.5
+	}
+	a := AudioChannels(stereo, [][]float32{x, y}, rate)
+	b := Audio(x, y, rate)
+	if a.Exact || a.FirstDiffSample != b.FirstDiffSample || a.SNRdB != b.SNRdB || a.MelDistanceDB != b.MelDistanceDB ||
+		a.Frames[30] != b.Frames[30] || a.Frames[5] != single.Frames[5] {
+		t.Errorf("second channel differs: %+v", a)
 	}
 }

@@ -100,6 +100,14 @@ func (r *Result) Pass() bool { return r.Verdict != Different }
 // Evaluate applies the thresholds to the metrics.
 func Evaluate(a AudioMetrics, t *TextMetrics, th Thresholds) *Result {
 	r := &Result{Audio: a, Text: t, Thresholds: th}
+	if a.ReferenceChannels != a.CandidateChannels {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("channel count differs: candidate has %d channels, reference %d",
+			a.CandidateChannels, a.ReferenceChannels))
+	}
+	if a.NonFiniteDiffs > 0 {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("%d samples are NaN or infinite in one file only (first at sample %d)",
+			a.NonFiniteDiffs, a.FirstNonFinite))
+	}
 	if a.LengthDiff != 0 {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("length differs: candidate has %d samples, reference %d (%+d)",
 			a.CandidateSamples, a.ReferenceSamples, a.LengthDiff))
@@ -194,6 +202,9 @@ type ReportThresholds struct {
 // ReportAudio is the audio section of a Report.
 type ReportAudio struct {
 	SampleRate          int   `json:"sample_rate"`
+	ReferenceChannels   int   `json:"reference_channels"`
+	CandidateChannels   int   `json:"candidate_channels"`
+	NonFiniteDiffs      int   `json:"nonfinite_diff_samples"`
 	ReferenceSamples    int   `json:"reference_samples"`
 	CandidateSamples    int   `json:"candidate_samples"`
 	LengthDiffSamples   int   `json:"length_diff_samples"`
@@ -234,7 +245,9 @@ func (r *Result) Report(in Inputs, refText, candText []string) *Report {
 			MaxTextEdits:     r.Thresholds.MaxTextEdits,
 		},
 		Audio: ReportAudio{
-			SampleRate: a.SampleRate, ReferenceSamples: a.ReferenceSamples,
+			SampleRate: a.SampleRate, ReferenceChannels: a.ReferenceChannels,
+			CandidateChannels: a.CandidateChannels, NonFiniteDiffs: a.NonFiniteDiffs,
+			ReferenceSamples: a.ReferenceSamples,
 			CandidateSamples: a.CandidateSamples, LengthDiffSamples: a.LengthDiff,
 			ComparedSamples: a.Compared, SampleExact: a.Exact,
 			MaxAbsDiff: Float(a.MaxAbsDiff), SNRdB: Float(a.SNRdB), SISDRdB: Float(a.SISDRdB),
@@ -292,6 +305,12 @@ func (r *Result) WriteTable(w io.Writer, in Inputs) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "metric\tvalue\tthreshold\tok")
 	fmt.Fprintf(tw, "sample-exact\t%s\t\t\n", yesNo(a.Exact))
+	if a.ReferenceChannels != a.CandidateChannels {
+		fmt.Fprintf(tw, "channels\t%d (reference %d)\tequal\t%s\n", a.CandidateChannels, a.ReferenceChannels, yesNo(false))
+	}
+	if a.NonFiniteDiffs > 0 {
+		fmt.Fprintf(tw, "NaN/Inf on one side\t%d samples (first %d)\t0\t%s\n", a.NonFiniteDiffs, a.FirstNonFinite, yesNo(false))
+	}
 	fmt.Fprintf(tw, "length difference\t%+d samples\t0\t%s\n", a.LengthDiff, yesNo(a.LengthDiff == 0))
 	fmt.Fprintf(tw, "max abs difference\t%.3g\t\t\n", a.MaxAbsDiff)
 	fmt.Fprintf(tw, "SNR\t%s dB\t>= %g\t%s\n", fmtDB(a.SNRdB), th.MinSNRdB, yesNo(a.SNRdB >= th.MinSNRdB))
