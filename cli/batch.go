@@ -1,0 +1,553 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/batchjob"
+	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/internal/fileio"
+	"github.com/pp-offline/pp-offline/voices"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:  "batch",
+		Usage: "run many conversations with the weights loaded once: a JSONL manifest or a folder of WAVs; resumes, shards (Slurm, Kubernetes), reports",
+		UsageText: "pp-offline batch --manifest jobs.jsonl [--report report.json] [--batch-size B] [--shard i/n] [model flags] [per-item defaults]\n" +
+			"pp-offline batch --input-dir in/ --output-dir out/ [--recursive] --voice-prompt NATF2.pt [...]   (README: \"Batch jobs\")",
+		Flags:        batchFlags(),
+		Action:       runBatch,
+		OnUsageError: func(_ *ucli.Context, err error, _ bool) error { return batchUsage{err} },
+	})
+}
+
+// batchFlags: the main command's flags but its per-run files, and the batch's own.
+func batchFlags() []ucli.Flag {
+	var f []ucli.Flag
+	for _, fl := range mainFlags() {
+		switch fl.Names()[0] {
+		case "input-wav", "output-wav", "output-text":
+			continue
+		}
+		f = append(f, fl)
+	}
+	return append(f,
+		&ucli.StringFlag{Name: "manifest", Usage: "JSONL file: one item a line (keys: " + strings.Join(batchjob.FieldNames(), ", ") + "); relative paths are relative to its folder"},
+		&ucli.StringFlag{Name: "input-dir", Usage: "run every .wav file of this folder (instead of --manifest)"},
+		&ucli.StringFlag{Name: "output-dir", Usage: "outputs of --input-dir: <dir>/<relative path>.wav and .json (with --manifest: for lines without output_wav / output_text)"},
+		&ucli.BoolFlag{Name: "recursive", Usage: "with --input-dir: subfolders too"},
+		&ucli.IntFlag{Name: "batch-size", Usage: "conversations run in lockstep (default: what the free memory holds, said in the log)"},
+		&ucli.BoolFlag{Name: "force", Usage: "redo items whose outputs are already complete"},
+		&ucli.StringFlag{Name: "report", Usage: "write a JSON summary (per item: status, reason, frames, seconds, seed) here, also when interrupted"},
+		&ucli.StringFlag{Name: "shard", Usage: "run items whose index ≡ i (mod n), as i/n (default: from a Slurm array or a Kubernetes Indexed Job, else all)"},
+		&ucli.IntFlag{Name: "shard-count", Usage: "shards of a Kubernetes Indexed Job (with JOB_COMPLETION_INDEX; default $" + batchjob.ShardEnv + ")"},
+	)
+}
+
+// batchUsage is a bad command line or manifest: exit 2, before any model loads.
+type batchUsage struct{ err error }
+
+func (e batchUsage) Error() string { return e.err.Error() }
+func (e batchUsage) ExitCode() int { return 2 }
+
+// batchFailed: some items failed (the others were written).
+type batchFailed struct{ failed, total int }
+
+func (e batchFailed) Error() string {
+	return fmt.Sprintf("%d of %d items failed (each is named above; the others were written)", e.failed, e.total)
+}
+func (e batchFailed) ExitCode() int { return 1 }
+
+func runBatch(c *ucli.Context) error {
+	if c.NArg() > 0 {
+		return batchUsage{fmt.Errorf("unexpected argument %q (see pp-offline batch --help)", c.Args().First())}
+	}
+	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	manifest, inDir, outDir := c.String("manifest"), c.String("input-dir"), c.String("output-dir")
+	def := batchjob.Settings{
+		VoicePrompt: c.String("voice-prompt"), TextPrompt: c.String("text-prompt"), Seed: c.Int64("seed"),
+		TempAudio: c.Float64("temp-audio"), TempText: c.Float64("temp-text"),
+		TopKAudio: c.Int("topk-audio"), TopKText: c.Int("topk-text"), Greedy: c.Bool("greedy"),
+		OutputFormat: c.String("output-format"), OutputTextFormat: c.String("output-text-format"),
+	}
+	var items []*batchjob.Item
+	var err error
+	switch {
+	case (manifest == "") == (inDir == ""):
+		if c.NumFlags() == 0 {
+			return ucli.ShowSubcommandHelp(c)
+		}
+		return batchUsage{errors.New("give --manifest jobs.jsonl or --input-dir in/ --output-dir out/")}
+	case c.Int("batch-size") < 0 || (c.IsSet("batch-size") && c.Int("batch-size") == 0):
+		return batchUsage{fmt.Errorf("--batch-size must be positive, not %d", c.Int("batch-size"))}
+	case c.Int64("seed") < -1:
+		return batchUsage{fmt.Errorf("--seed must be -1 (draw one) or ≥ 0, not %d", c.Int64("seed"))}
+	}
+	if err := batchjob.CheckDefaults(def); err != nil {
+		return batchUsage{err}
+	}
+	if manifest != "" {
+		items, err = batchjob.ReadManifest(manifest, def, outDir)
+	} else if outDir == "" {
+		err = errors.New("--input-dir needs --output-dir")
+	} else {
+		items, err = batchjob.ListDir(inDir, outDir, c.Bool("recursive"), def)
+	}
+	if err != nil {
+		return batchUsage{err}
+	}
+	extra := map[string]string{} // other files no output may be
+	for _, f := range []string{"config", "moshi-weight", "mimi-weight", "tokenizer"} {
+		if p := c.String(f); p != "" {
+			extra["--"+f] = p
+		}
+	}
+	if p := c.String("report"); p != "" {
+		extra["--report"] = p
+		if err := checkOutputPath(p); err != nil {
+			return batchUsage{fmt.Errorf("--report %v", err)}
+		}
+	}
+	if err := batchjob.Check(items, manifest, extra); err != nil {
+		return batchUsage{err}
+	}
+	shard, err := batchjob.FindShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
+	if err != nil {
+		return batchUsage{err}
+	}
+	mine := shard.Select(items)
+	log.Infof("shard %s (%s): %d of %d items", shard, shard.Source, len(mine), len(items))
+	if removed, err := batchjob.CleanStale(mine); err != nil {
+		return err
+	} else if len(removed) > 0 {
+		log.Infof("removed %d temporary files of an interrupted run (e.g. %s)", len(removed), removed[0])
+	}
+	if err := batchjob.PrepareOutputs(mine); err != nil {
+		return batchUsage{err}
+	}
+
+	b := &batchRun{c: c, log: log, manifest: manifest, items: mine, report: batchjob.NewReport(mine), reportPath: c.String("report")}
+	b.report.Manifest, b.report.InputDir, b.report.Shard, b.report.ShardSource = manifest, inDir, shard.String(), shard.Source
+	return b.run()
+}
+
+// batchRun is one `pp-offline batch` job after its checks.
+type batchRun struct {
+	c          *ucli.Context
+	log        *logger
+	manifest   string
+	items      []*batchjob.Item // this shard's
+	report     *batchjob.Report
+	reportPath string
+	prog       *batchProgress
+
+	lastReport time.Time
+}
+
+func (b *batchRun) writeReport(final bool) error {
+	if b.reportPath == "" {
+		return nil
+	}
+	b.lastReport = time.Now()
+	return b.report.Write(b.reportPath, final)
+}
+
+// fail ends the job on an error that stops it all; the report says so.
+func (b *batchRun) fail(err error) error {
+	b.report.Error = err.Error()
+	if werr := b.writeReport(true); werr != nil {
+		b.log.Warnf("report: %v", werr)
+	}
+	return err
+}
+
+func (b *batchRun) run() error {
+	c, log := b.c, b.log
+	var run []int // indexes into b.items
+	for i, it := range b.items {
+		if !c.Bool("force") {
+			if ok, _ := batchjob.Complete(it); ok {
+				b.report.Set(i, batchjob.StatusSkipped, "outputs already complete", 0, 0, nil)
+				continue
+			}
+		}
+		run = append(run, i)
+	}
+	if n := len(b.items) - len(run); n > 0 {
+		log.Infof("skipping %d items whose outputs are complete (--force redoes them)", n)
+	}
+	if len(run) == 0 {
+		log.Infof("nothing to do")
+		return b.fail0()
+	}
+	ctx, stop, signalled := withSignals()
+	defer stop()
+	withVoices := c.String("voice-prompt-dir") == ""
+	if withVoices {
+		withVoices = false
+		for _, i := range run {
+			if it := b.items[i]; !it.VoiceIsPath && !fileExists(it.VoicePrompt) && !fileExists(b.besideManifest(it.VoicePrompt)) {
+				withVoices = true
+			}
+		}
+	}
+	opts, voiceDir, err := jobOptions(ctx, c, log, withVoices)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return b.interrupted(signalled(), "no output written (a download resumes where it stopped)")
+		}
+		return b.fail(err)
+	}
+	if err := offloadOptions(c, &opts, log); err != nil {
+		return b.fail(err)
+	}
+	if dir := c.String("voice-prompt-dir"); dir != "" {
+		voiceDir = dir
+	}
+	if !c.IsSet("threads") {
+		// GOMAXPROCS honours the container's CPU quota (cgroup) since Go 1.25.
+		opts.Threads = runtime.GOMAXPROCS(0)
+		log.Infof("threads %d (GOMAXPROCS: the CPUs this process may use, cgroup quota included; %d online)", opts.Threads, runtime.NumCPU())
+	}
+
+	// Voices: each distinct one resolved once; an item whose voice is not
+	// found fails alone.
+	type voice struct {
+		path string
+		err  error
+	}
+	resolved := map[string]voice{}
+	var queue []*infer.Item
+	seedBase := time.Now().UnixNano()
+	for _, i := range run {
+		it := b.items[i]
+		key := fmt.Sprint(it.VoiceIsPath, "\x00", it.VoicePrompt)
+		v, ok := resolved[key]
+		if !ok {
+			v.path, v.err = b.resolveVoice(it, voiceDir)
+			resolved[key] = v
+			if v.err == nil {
+				log.Infof("voice prompt: %s", v.path)
+			}
+		}
+		if v.err != nil {
+			b.failed(i, v.err)
+			continue
+		}
+		seed := it.Seed
+		if seed == -1 {
+			seed = (seedBase + int64(it.Index)*0x9E3779B97F4A7C1) & (1<<53 - 1)
+		}
+		queue = append(queue, &infer.Item{InputWAV: it.InputWAV, VoicePrompt: v.path, TextPrompt: it.TextPrompt,
+			Greedy: it.Greedy, TempAudio: it.TempAudio, TempText: it.TempText, TopKAudio: it.TopKAudio, TopKText: it.TopKText,
+			Seed: seed, Tag: i})
+	}
+
+	opts.BatchSize = c.Int("batch-size")
+	if opts.BatchSize == 0 {
+		var why string
+		opts.BatchSize, why = batchjob.ChooseBatch(batchjob.HostMemory(), fileSize(opts.MoshiWeight)+fileSize(opts.MimiWeight), opts.Config, len(queue))
+		log.Infof("%s (--batch-size sets it)", why)
+	} else {
+		log.Infof("batch size %d (--batch-size)", opts.BatchSize)
+	}
+	b.report.BatchSize = opts.BatchSize
+
+	var total float64
+	for _, it := range queue {
+		if s, err := batchjob.WAVSeconds(it.InputWAV, false); err == nil {
+			total += s
+		}
+	}
+	b.prog = newBatchProgress(c, log, len(b.items), b.report, total)
+	if b.prog != nil {
+		opts.Progress = b.prog
+		defer b.prog.stop()
+	}
+	err = infer.RunItems(ctx, opts, infer.Items(queue...), b.done)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			n := b.report.CountsNow()
+			return b.interrupted(signalled(), fmt.Sprintf("%d items written, %d not finished (none half-written): rerun to resume", n.OK, n.NotRun))
+		}
+		return b.fail(err)
+	}
+	return b.fail0()
+}
+
+// fail0 ends a job that ran to its end: exit 0, or 1 when items failed.
+func (b *batchRun) fail0() error {
+	if b.prog != nil {
+		b.prog.stop()
+	}
+	n := b.report.CountsNow()
+	if err := b.writeReport(true); err != nil {
+		return err
+	}
+	b.log.Infof("done: %d ok, %d skipped, %d failed of %d items", n.OK, n.Skipped, n.Failed, len(b.items))
+	if n.Failed > 0 {
+		return batchFailed{n.Failed, len(b.items)}
+	}
+	return nil
+}
+
+func (b *batchRun) interrupted(sig os.Signal, what string) error {
+	if b.prog != nil {
+		b.prog.stop()
+	}
+	b.report.Interrupted = sig.String()
+	if err := b.writeReport(true); err != nil {
+		b.log.Warnf("report: %v", err)
+	}
+	return interrupted{sig: sig, what: what}
+}
+
+func (b *batchRun) besideManifest(name string) string {
+	if b.manifest == "" || filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(filepath.Dir(b.manifest), name)
+}
+
+// resolveVoice: a path from the manifest as it is; a name in the voice
+// prompt folder, else beside the manifest, else as a path.
+func (b *batchRun) resolveVoice(it *batchjob.Item, dir string) (string, error) {
+	if it.VoiceIsPath {
+		return voices.Resolve(it.VoicePrompt, "")
+	}
+	p, err := voices.Resolve(it.VoicePrompt, dir)
+	if err != nil && it.Line > 0 && fileExists(b.besideManifest(it.VoicePrompt)) {
+		return b.besideManifest(it.VoicePrompt), nil
+	}
+	return p, err
+}
+
+func (b *batchRun) failed(i int, err error) {
+	it := b.items[i]
+	reason := strings.ReplaceAll(err.Error(), "\n", " ")
+	b.report.Set(i, batchjob.StatusFailed, reason, 0, 0, nil)
+	if b.prog != nil {
+		b.prog.itemDone(fmt.Sprintf("failed %s: %s", it.Where(b.manifest), reason), true)
+	} else { // --quiet still shows errors
+		fmt.Fprintf(b.log.w, "[warn] failed %s: %s\n", it.Where(b.manifest), reason)
+	}
+}
+
+// done writes one finished item's outputs (whole files, renamed into place).
+func (b *batchRun) done(r infer.ItemResult) {
+	i := r.Item.Tag.(int)
+	it := b.items[i]
+	if r.Err == nil {
+		wav, text, err := encodeOutputs(r.Result, it.OutputFormat, it.OutputTextFormat)
+		var lock *fileio.Lock
+		if err == nil {
+			// Locked while written: another job writing the same item
+			// cannot interleave its renames with ours (a mixed pair).
+			lock, err = fileio.LockOutputs(it.OutputWAV, it.OutputText)
+		}
+		if err == nil {
+			err = fileio.WriteAllAtomic(fileio.File{Path: it.OutputWAV, Data: wav}, fileio.File{Path: it.OutputText, Data: text})
+			lock.Unlock()
+		}
+		r.Err = err
+	}
+	if r.Err != nil {
+		b.failed(i, r.Err)
+	} else {
+		seed := r.Item.Seed
+		secs := float64(len(r.Result.PCM)) / float64(r.Result.SampleRate)
+		b.report.Set(i, batchjob.StatusOK, "", len(r.Result.Pieces), secs, &seed)
+		b.prog.itemDone(fmt.Sprintf("ok %s → %s (%d frames, %.1f s)", it.Where(b.manifest), it.OutputWAV, len(r.Result.Pieces), secs), false)
+	}
+	if time.Since(b.lastReport) >= 30*time.Second {
+		if err := b.writeReport(false); err != nil {
+			b.log.Warnf("report: %v", err)
+		}
+	}
+}
+
+// encodeOutputs encodes a result as the WAV and transcript of the given
+// formats (--output-format, --output-text-format).
+func encodeOutputs(res *infer.Result, wavFormat, textFormat string) (wav, text []byte, err error) {
+	var wavBuf, textBuf bytes.Buffer
+	if wavFormat == "float32" {
+		err = audio.EncodeFloat32(&wavBuf, res.PCM, res.SampleRate)
+	} else {
+		err = audio.EncodePCM16(&wavBuf, res.PCM, res.SampleRate)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if textFormat == "rich" {
+		err = writeRichText(&textBuf, res)
+	} else {
+		err = writeTextList(&textBuf, res.Pieces)
+	}
+	return wavBuf.Bytes(), textBuf.Bytes(), err
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+func fileSize(p string) int64 {
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// batchProgress reports the whole batch: on a terminal one bar (items done
+// / failed / skipped, audio seconds, aggregate real-time factor, ETA);
+// otherwise a timestamped line per finished item and every 30 s.
+type batchProgress struct {
+	mu        sync.Mutex
+	log       *logger
+	bar       *progressbar.ProgressBar
+	report    *batchjob.Report
+	items     int
+	total     float64 // audio seconds to run
+	frameSecs float64
+	frames    int
+	start     time.Time // first frame
+	loaded    bool
+	quit      chan struct{}
+	stopOnce  sync.Once
+}
+
+func newBatchProgress(c *ucli.Context, log *logger, items int, rep *batchjob.Report, total float64) *batchProgress {
+	if c.Bool("quiet") {
+		return nil
+	}
+	p := &batchProgress{log: log, report: rep, items: items, total: total, quit: make(chan struct{})}
+	if isTerminal(log.w) {
+		p.bar = progressbar.NewOptions(max(1, int(total*10)),
+			progressbar.OptionSetWriter(log.w),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+	} else {
+		go func() {
+			t := time.NewTicker(30 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					p.mu.Lock()
+					p.line(p.status())
+					p.mu.Unlock()
+				case <-p.quit:
+					return
+				}
+			}
+		}()
+	}
+	return p
+}
+
+func (p *batchProgress) stop() {
+	if p == nil {
+		return
+	}
+	p.stopOnce.Do(func() {
+		close(p.quit)
+		if p.bar != nil {
+			p.bar.Finish()
+		}
+	})
+}
+
+// line writes one timestamped log line.
+func (p *batchProgress) line(msg string) {
+	if !p.log.quiet {
+		fmt.Fprintf(p.log.w, "%s [info] %s\n", time.Now().Format(time.RFC3339), msg)
+	}
+}
+
+// status is the batch's state in one line (p.mu held).
+func (p *batchProgress) status() string {
+	n := p.report.CountsNow()
+	done := min(float64(p.frames)*p.frameSecs, p.total) // the last frame of an item is padded
+	s := fmt.Sprintf("%d/%d items: %d ok, %d failed, %d skipped; %.1f/%.1f s of audio", n.OK+n.Failed+n.Skipped, p.items, n.OK, n.Failed, n.Skipped, done, p.total)
+	if done > 0 {
+		el := time.Since(p.start).Seconds()
+		s += fmt.Sprintf(", real-time factor %.2f", el/done)
+		if left := p.total - done; left > 0 {
+			s += ", ETA " + time.Duration(left*el/done*1e9).Round(time.Second).String()
+		}
+	}
+	return s
+}
+
+// itemDone reports a finished item (warn: a failure).
+func (p *batchProgress) itemDone(msg string, warn bool) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		if warn {
+			p.bar.Clear()
+			p.log.Warnf("%s", msg)
+		}
+		p.updateBar()
+		return
+	}
+	if warn {
+		msg = "[warn] " + msg
+		fmt.Fprintf(p.log.w, "%s %s; %s\n", time.Now().Format(time.RFC3339), msg, p.status())
+		return
+	}
+	p.line(msg + "; " + p.status())
+}
+
+func (p *batchProgress) updateBar() {
+	p.bar.Describe(p.status())
+	p.bar.Set(int(float64(p.frames) * p.frameSecs * 10))
+}
+
+// Phase implements infer.Progress: the loading phases are logged, the
+// per-item ones are not.
+func (p *batchProgress) Phase(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loaded && strings.HasPrefix(name, "loading") {
+		p.log.Infof("%s", name)
+	}
+}
+
+// Start implements infer.Progress: an item joins the batch.
+func (p *batchProgress) Start(_ int, frameSecs float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loaded {
+		p.loaded, p.start = true, time.Now()
+	}
+	p.frameSecs = frameSecs
+}
+
+// Frame implements infer.Progress: one more frame of one conversation.
+func (p *batchProgress) Frame(int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frames++
+	if p.bar != nil && p.frames%8 == 0 {
+		p.updateBar()
+	}
+}

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/pprof"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/offload"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:      "bench",
+		Usage:     "measure the frame loop (Mimi encode, LM step, Mimi decode) against the memory-bandwidth roofline",
+		UsageText: "pp-offline bench [--config C] [--frames N] [--threads T] [--batch-size B] [--json] [--moshi-weight W --mimi-weight M]",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "config", Usage: "model config JSON (default: the built-in PersonaPlex 7B)"},
+			&ucli.StringFlag{Name: "moshi-weight", Usage: "real LM checkpoint (default: random bf16 weights at the config's shape)"},
+			&ucli.StringFlag{Name: "mimi-weight", Usage: "real Mimi checkpoint (default: random weights)"},
+			&ucli.IntFlag{Name: "frames", Value: 20, Usage: "frames measured"},
+			&ucli.IntFlag{Name: "warmup", Value: 3, Usage: "frames run before measuring"},
+			&ucli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
+			&ucli.IntFlag{Name: "batch-size", Value: 1, Usage: "conversations run in lockstep (each weight read once per step for all of them)"},
+			&ucli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 or bf16 (see the main job's flag)"},
+			&ucli.StringFlag{Name: "weights", Usage: "quantize the LM at load: q8_0 or q4_k (see the main job's flag)"},
+			&ucli.IntFlag{Name: "memory-mib", Value: 1024, Usage: "buffer size for the memory-bandwidth measurement"},
+			&ucli.IntFlag{Name: "kv-fill", Usage: "pretend this many positions are already in the KV cache (synthetic), to time attention at long contexts (the real model's context is 3000)"},
+			&ucli.BoolFlag{Name: "json", Usage: "end with one line of JSON (the figures, for scripts)"},
+			&ucli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to this file (go tool pprof)"},
+			&ucli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-frame log"},
+			&ucli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, cuda or auto (a usable GPU, else the CPU)"},
+			&ucli.BoolFlag{Name: "cpu-offload", Usage: "--device cuda: run the LM through the offload plan for --gpu-memory"},
+			&ucli.StringFlag{Name: "gpu-memory", Usage: "--device cuda: device memory pp-offline may allocate, e.g. 8GiB (default: the free memory)"},
+		},
+		Action: runBench,
+	})
+}
+
+func runBench(c *ucli.Context) error {
+	cfg := config.Default()
+	if p := c.String("config"); p != "" {
+		var err error
+		if cfg, err = config.Load(p); err != nil {
+			return err
+		}
+	}
+	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 || c.Int("memory-mib") <= 0 || c.Int("kv-fill") < 0 || c.Int("batch-size") <= 0 {
+		return fmt.Errorf("--frames, --batch-size and --memory-mib must be positive, --warmup, --threads and --kv-fill not negative")
+	}
+	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
+		return fmt.Errorf("--compute-dtype: %v", err)
+	}
+	if err := infer.CheckWeights(c.String("weights")); err != nil {
+		return fmt.Errorf("--weights: %v", err)
+	}
+	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	dev, err := resolveDevice(c.String("device"), c.Bool("cpu-offload"), log)
+	if err != nil {
+		return err
+	}
+	if dev == "sim" {
+		return fmt.Errorf("bench --device sim: use pp-offline tune --device sim")
+	}
+	gpu := infer.GPUOptions{Offload: c.Bool("cpu-offload"), ComputeDType: ops.ComputeDType()}
+	if c.IsSet("gpu-memory") {
+		if gpu.Memory, err = offload.ParseSize(c.String("gpu-memory")); err != nil {
+			return fmt.Errorf("--gpu-memory: %w", err)
+		}
+	}
+	if p := c.String("cpuprofile"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	r, err := infer.Bench(infer.BenchOptions{
+		Config: cfg, MoshiWeight: c.String("moshi-weight"), MimiWeight: c.String("mimi-weight"),
+		Frames: c.Int("frames"), Warmup: c.Int("warmup"), Threads: c.Int("threads"),
+		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), BatchSize: c.Int("batch-size"), Log: log,
+		Weights: c.String("weights"),
+		Device:  dev, GPU: gpu,
+	})
+	if err != nil {
+		return err
+	}
+	r.Config = c.String("config")
+	w := c.App.Writer
+	fmt.Fprintf(w, "pp-offline bench: %s, %d frames, %d threads, kernel %s, %s/%d CPUs\n", r.Weights, r.Frames, r.Threads, r.KernelPath, r.GoArch, r.NumCPU)
+	fmt.Fprintf(w, "  batch            %9d conversations in lockstep (figures below are per step: one 80 ms frame of each)\n", r.BatchSize)
+	fmt.Fprintf(w, "  KV cache         %9d positions attended\n", r.KVPositions)
+	fmt.Fprintf(w, "  LM step          %9.2f ms/frame  (temporal %.2f, text head + %d depformer steps %.2f)\n", r.LMMsPerFrame, r.TemporalMsPerFrame, r.DepformerSteps, r.DepformerMsPerFrame)
+	fmt.Fprintf(w, "  Mimi encode      %9.2f ms/frame\n", r.CodecEncodeMsPerFrame)
+	fmt.Fprintf(w, "  Mimi decode      %9.2f ms/frame\n", r.CodecDecodeMsPerFrame)
+	fmt.Fprintf(w, "  total            %9.2f ms/frame  (real-time factor %.2f at 80 ms/frame)\n", r.TotalMsPerFrame, r.RealTimeFactor)
+	fmt.Fprintf(w, "  weights read     %9.3f GB/frame\n", float64(r.WeightBytesPerFrame)/1e9)
+	fmt.Fprintf(w, "  KV cache read    %9.3f GB/frame (float32)\n", float64(r.KVBytesPerFrame)/1e9)
+	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
+	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
+	fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (measured)  → %.0f%% of the roofline\n", r.MemoryGBps, 100*r.RooflineFraction)
+	if r.Device != "" && dev == "cuda" {
+		fmt.Fprintf(w, "  device           %s, peak %.2f GiB of %.2f GiB, %.3f GB streamed\n", r.Device, float64(r.DevicePeakBytes)/(1<<30), float64(r.DeviceLimit)/(1<<30), float64(r.StreamedBytes)/1e9)
+	}
+	if r.PlanSummary != "" {
+		fmt.Fprintf(w, "  offload plan     %9.2f ms/frame predicted (%s)\n", r.PlanFrameMs, r.PlanSummary)
+	}
+	if c.Bool("json") {
+		js, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, string(js))
+	}
+	return nil
+}

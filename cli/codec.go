@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
+	"os"
+	"strconv"
+
+	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/mimi"
+	"github.com/pp-offline/pp-offline/infer/weights"
+	ucli "github.com/urfave/cli/v2"
+)
+
+func init() {
+	configFlag := &ucli.StringFlag{Name: "config", Usage: "model config.json with a \"mimi\" object (default: the real Mimi)"}
+	weightFlag := &ucli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors), required"}
+	usageErr := func(name string) ucli.OnUsageErrorFunc {
+		return func(_ *ucli.Context, err error, _ bool) error { return fmt.Errorf("codec %s: %w", name, err) }
+	}
+	register(&ucli.Command{
+		Name:  "codec",
+		Usage: "encode a WAV to Mimi codes or decode codes to a WAV (streaming, frame by frame)",
+		Description: "Runs the Mimi codec alone, as offline.py drives it: 1920-sample frames (the last one\n" +
+			"zero-padded), 8 codes per frame.",
+		HideHelpCommand: true,
+		Subcommands: []*ucli.Command{
+			{
+				Name:  "encode",
+				Usage: "encode a WAV (first channel, resampled to 24 kHz) to codes",
+				Description: "Writes a safetensors file with one I64 tensor \"codes\" of shape\n" +
+					"[1, num_codebooks, frames], the codes mimi.encode gives frame by frame.",
+				OnUsageError: usageErr("encode"),
+				Flags: []ucli.Flag{configFlag, weightFlag,
+					&ucli.StringFlag{Name: "input-wav", Usage: "input WAV file, required"},
+					&ucli.StringFlag{Name: "output", Usage: "output codes file (.safetensors), required"},
+				},
+				Action: runCodecEncode,
+			},
+			{
+				Name:  "decode",
+				Usage: "decode codes to a 16-bit PCM WAV",
+				Description: "Reads the I64 tensor \"codes\" [1, num_codebooks, frames] (as codec encode writes\n" +
+					"it) and writes frames × 1920 samples (untrimmed), 16-bit PCM at 24 kHz.",
+				OnUsageError: usageErr("decode"),
+				Flags: []ucli.Flag{configFlag, weightFlag,
+					&ucli.StringFlag{Name: "codes", Usage: "input codes file (.safetensors), required"},
+					&ucli.StringFlag{Name: "output-wav", Usage: "output WAV file, required"},
+				},
+				Action: runCodecDecode,
+			},
+		},
+	})
+}
+
+// codecModel loads the Mimi configuration (--config or the real Mimi) and
+// checkpoint; required lists the other flags that must be given.
+func codecModel(c *ucli.Context, required ...string) (*mimi.Model, error) {
+	for _, f := range append([]string{"mimi-weight"}, required...) {
+		if c.String(f) == "" {
+			return nil, fmt.Errorf("--%s is required", f)
+		}
+	}
+	cfg := config.DefaultMimi()
+	if p := c.String("config"); p != "" {
+		full, err := config.Load(p)
+		if err != nil {
+			return nil, err
+		}
+		cfg = full.Mimi
+	}
+	return mimi.Load(cfg, c.String("mimi-weight"))
+}
+
+func runCodecEncode(c *ucli.Context) error {
+	if c.NArg() != 0 {
+		return fmt.Errorf("codec encode: unexpected argument %q", c.Args().First())
+	}
+	m, err := codecModel(c, "input-wav", "output")
+	if err != nil {
+		return fmt.Errorf("codec encode: %w", err)
+	}
+	defer m.Close()
+	in, out := c.String("input-wav"), c.String("output")
+	pcm, err := audio.LoadMono(in, m.Cfg.SampleRate)
+	if err != nil {
+		return fmt.Errorf("codec encode: %w", err)
+	}
+	codes := encodeCodes(m, pcm)
+	meta := map[string]string{"num_samples": strconv.Itoa(len(pcm)), "sample_rate": strconv.Itoa(m.Cfg.SampleRate)}
+	if err := weights.WriteFile(out, []*weights.Tensor{codes}, meta); err != nil {
+		return fmt.Errorf("codec encode: %w", err)
+	}
+	// weights.WriteFile leaves its temporary file's 0600 mode.
+	if err := os.Chmod(out, 0o644); err != nil {
+		return fmt.Errorf("codec encode: %s: %w", out, fileio.PathErr(err))
+	}
+	return nil
+}
+
+// encodeCodes encodes pcm frame by frame (the last frame zero-padded, as
+// _iterate_audio does) into the tensor codes [1, K, frames].
+func encodeCodes(m *mimi.Model, pcm []float32) *weights.Tensor {
+	fs, K := m.FrameSize(), m.NumCodebooks()
+	n := (len(pcm) + fs - 1) / fs
+	v := make([]int64, K*n)
+	enc := m.NewEncoder()
+	frame := make([]float32, fs)
+	for f := 0; f < n; f++ {
+		clear(frame)
+		copy(frame, pcm[f*fs:min((f+1)*fs, len(pcm))])
+		for k, code := range enc.EncodeFrame(frame) {
+			v[k*n+f] = int64(code)
+		}
+	}
+	return weights.Int64Tensor("codes", []int{1, K, n}, v)
+}
+
+func runCodecDecode(c *ucli.Context) error {
+	if c.NArg() != 0 {
+		return fmt.Errorf("codec decode: unexpected argument %q", c.Args().First())
+	}
+	m, err := codecModel(c, "codes", "output-wav")
+	if err != nil {
+		return fmt.Errorf("codec decode: %w", err)
+	}
+	defer m.Close()
+	frames, err := readCodes(c.String("codes"), m)
+	if err != nil {
+		return fmt.Errorf("codec decode: %w", err)
+	}
+	dec := m.NewDecoder()
+	pcm := make([]float32, 0, len(frames)*m.FrameSize())
+	for _, f := range frames {
+		pcm = append(pcm, dec.DecodeFrame(f)...)
+	}
+	if err := writeWAVFile(c.String("output-wav"), pcm, m.Cfg.SampleRate); err != nil {
+		return fmt.Errorf("codec decode: %w", err)
+	}
+	return nil
+}
+
+// readCodes reads the "codes" tensor [1, K, frames] of path, one []int per
+// frame, checking K and every code's range.
+func readCodes(path string, m *mimi.Model) ([][]int, error) {
+	f, err := weights.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if !f.Has("codes") {
+		return nil, fmt.Errorf("%s: no tensor \"codes\" (not a codes file written by codec encode?)", path)
+	}
+	t, err := f.Get("codes")
+	if err != nil {
+		return nil, err
+	}
+	switch t.DType {
+	case weights.I64, weights.I32, weights.I16:
+	default:
+		return nil, fmt.Errorf("%s: tensor \"codes\" has dtype %s, integer codes (I64) expected", path, t.DType)
+	}
+	K := m.NumCodebooks()
+	if len(t.Shape) != 3 || t.Shape[0] != 1 || t.Shape[1] != K {
+		return nil, fmt.Errorf("%s: tensor \"codes\" has shape %v, [1, %d, frames] expected", path, t.Shape, K)
+	}
+	n := t.Shape[2]
+	v := t.Int64s()
+	frames := make([][]int, n)
+	for i := range frames {
+		frames[i] = make([]int, K)
+		for k := range frames[i] {
+			code := v[k*n+i]
+			if code < 0 || code >= int64(m.Cardinality()) {
+				return nil, fmt.Errorf("%s: code %d (codebook %d, frame %d) is out of range [0, %d)", path, code, k, i, m.Cardinality())
+			}
+			frames[i][k] = int(code)
+		}
+	}
+	return frames, nil
+}
+
+// writeWAVFile writes pcm as 16-bit PCM, atomically (no partial file).
+func writeWAVFile(path string, pcm []float32, rate int) error {
+	var b bytes.Buffer
+	if err := audio.EncodePCM16(&b, pcm, rate); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return fileio.WriteAtomic(path, b.Bytes())
+}

@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"fmt"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/ops"
+)
+
+func init() {
+	register(&ucli.Command{
+		Name:      "quantize",
+		Usage:     "write a quantized copy of an LM checkpoint (q8_0 or q4_k blocks), which the main job maps directly",
+		UsageText: "pp-offline quantize --moshi-weight model.safetensors --format q8_0|q4_k --output model-q8_0.safetensors",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "moshi-weight", Usage: "the float LM checkpoint (.safetensors, bf16/f16/f32)", Required: true},
+			&ucli.StringFlag{Name: "format", Usage: "q8_0 (about half the bytes per frame) or q4_k (under a third); see docs/QUANTIZATION.md", Required: true},
+			&ucli.StringFlag{Name: "output", Usage: "quantized checkpoint to write (.safetensors)", Required: true},
+			&ucli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
+			&ucli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
+		},
+		Action: runQuantize,
+	})
+}
+
+func runQuantize(c *ucli.Context) error {
+	if err := infer.CheckWeights(c.String("format")); err != nil {
+		return fmt.Errorf("--format: %v", err)
+	}
+	if err := checkReadable(c.String("moshi-weight")); err != nil {
+		return err
+	}
+	if err := checkOutputPath(c.String("output")); err != nil {
+		return err
+	}
+	if c.Int("threads") < 0 {
+		return fmt.Errorf("--threads must be positive, not %d", c.Int("threads"))
+	}
+	if c.Int("threads") > 0 {
+		ops.SetThreads(c.Int("threads"))
+	}
+	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	r, err := infer.QuantizeFile(infer.QuantizeOptions{
+		MoshiWeight: c.String("moshi-weight"), Output: c.String("output"), Format: c.String("format"),
+		ToolVersion: versionString(), Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "%s: %d tensors quantized to %s (%.2f GB → %.2f GB), %d kept; %.2f GB written (source sha256 %s)\n",
+		c.String("output"), r.Quantized, c.String("format"), float64(r.SourceBytes)/1e9, float64(r.QuantBytes)/1e9, r.Kept, float64(r.FileBytes)/1e9, r.SHA256)
+	return nil
+}

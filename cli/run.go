@@ -1,0 +1,728 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/pp-offline/pp-offline/internal/fileio"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	ucli "github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/pp-offline/pp-offline/hub"
+	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/offload"
+	"github.com/pp-offline/pp-offline/voices"
+)
+
+const defaultTextPrompt = "You are a wise and friendly teacher. Answer questions or provide advice in a clear and engaging way."
+
+// buildVersion and buildCommit are main's version and commit (Main sets
+// them); without a commit it comes from Go's build info (absent when built
+// with -buildvcs=false).
+var buildVersion, buildCommit string
+
+func versionString() string {
+	version, commit, dirty := buildVersion, buildCommit, ""
+	if commit == "" {
+		commit = "unknown"
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if commit == "unknown" {
+					commit = s.Value
+				}
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "-dirty"
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s (commit %s%s)", version, commit, dirty)
+}
+
+// modelFlags are shared by the main job and the commands that load the model.
+func modelFlags() []ucli.Flag {
+	f := []ucli.Flag{
+		&ucli.StringFlag{Name: "config", Usage: "model config JSON (default: config.json beside --moshi-weight (the --hf-repo snapshot's) if it is a flat model config, else the built-in PersonaPlex 7B)"},
+		&ucli.StringFlag{Name: "tokenizer", Usage: "SentencePiece tokenizer model (default: " + infer.TokenizerName + " of --hf-repo)"},
+		&ucli.StringFlag{Name: "moshi-weight", Usage: "LM checkpoint (.safetensors) (default: " + infer.MoshiName + " of --hf-repo)"},
+		&ucli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors) (default: " + infer.MimiName + " of --hf-repo)"},
+		&ucli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu or cuda (auto: a usable GPU, else the CPU)"},
+		&ucli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
+		&ucli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
+		&ucli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (exact, the parity path) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
+		&ucli.StringFlag{Name: "weights", Usage: "quantize the LM at load: q8_0 (about half the bytes per frame) or q4_k (under a third); not bit-identical to the reference (docs/QUANTIZATION.md; pp-offline quantize writes a file instead)"},
+		&ucli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
+	}
+	return append(f, hubFlags()...)
+}
+
+func mainFlags() []ucli.Flag {
+	f := []ucli.Flag{
+		&ucli.StringFlag{Name: "input-wav", Usage: "user audio: WAV (PCM, float, µ-law, A-law), FLAC, MP3 or Ogg Vorbis, told by content; any rate (resampled to 24 kHz), first channel"},
+		&ucli.StringFlag{Name: "output-wav", Usage: "agent audio to write (WAV)"},
+		&ucli.StringFlag{Name: "output-text", Usage: "agent text to write (JSON)"},
+		&ucli.StringFlag{Name: "text-prompt", Value: defaultTextPrompt, Usage: "role text prompt (\"\" = none)"},
+		&ucli.StringFlag{Name: "voice-prompt", Usage: "voice prompt: a basename inside --voice-prompt-dir, or a path (.pt = saved embeddings, else audio)"},
+		&ucli.StringFlag{Name: "voice-prompt-dir", Usage: "directory of voice prompts (default: voices/ extracted from voices.tgz of --hf-repo)"},
+		&ucli.Float64Flag{Name: "temp-audio", Value: 0.8, Usage: "audio sampling temperature (>= 0; 0: argmax)"},
+		&ucli.Float64Flag{Name: "temp-text", Value: 0.7, Usage: "text sampling temperature (>= 0; 0: argmax)"},
+		&ucli.IntFlag{Name: "topk-audio", Value: 250, Usage: "audio top-k sampling (>= 1)"},
+		&ucli.IntFlag{Name: "topk-text", Value: 25, Usage: "text top-k sampling (>= 1)"},
+		&ucli.BoolFlag{Name: "greedy", Usage: "disable sampling (argmax decoding)"},
+		&ucli.Int64Flag{Name: "seed", Value: -1, Usage: "seed for sampling (-1: draw one and log it)"},
+		&ucli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output WAV encoding: pcm16 (as the reference) or float32 (lossless)"},
+		&ucli.StringFlag{Name: "output-text-format", Value: "list", Usage: "list (the reference's JSON list of pieces) or rich (object with text and per-frame tokens)"},
+		&ucli.StringFlag{Name: "gpu-memory", Usage: "device memory pp-offline may allocate on the GPU, and the --cpu-offload plan is made for, e.g. 8GiB (B, KiB, MiB, GiB, KB, MB, GB; default: the free device memory; see pp-offline plan)"},
+		&ucli.StringFlag{Name: "host-memory", Usage: "host memory the --cpu-offload plan may use (default: unlimited)"},
+		// The simulated device (--device sim, docs/OFFLOAD.md): for tests, left out of --help.
+		&ucli.StringFlag{Name: "workspace", Hidden: true, Usage: "device memory kept for activations (default 256MiB)"},
+		&ucli.StringFlag{Name: "sim-figures", Hidden: true, Usage: "the simulated device's figures, key=value,... (offload.Figures keys)"},
+	}
+	return append(f, modelFlags()...)
+}
+
+// checkSampling validates the sampling flags before anything is loaded.
+func checkSampling(c *ucli.Context) error {
+	for _, n := range []string{"temp-audio", "temp-text"} {
+		if v := c.Float64(n); math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return usageErrorf("--%s must be a number >= 0 (0: argmax), not %v", n, v)
+		}
+	}
+	for _, n := range []string{"topk-audio", "topk-text"} {
+		if v := c.Int(n); v < 1 {
+			return usageErrorf("--%s must be >= 1, not %d", n, v)
+		}
+	}
+	if s := c.Int64("seed"); s < -1 {
+		return usageErrorf("--seed must be >= 0 (or -1: draw one), not %d", s)
+	}
+	return nil
+}
+
+// logger writes one-line logs to stderr. Off a terminal (a log file, CI)
+// every line starts with the local time, so that a log read later says when.
+type logger struct {
+	quiet bool
+	w     io.Writer
+	stamp bool             // prefix lines with the time
+	now   func() time.Time // nil: time.Now
+}
+
+// newLogger is the logger of a command: --quiet, stderr, timestamps when
+// stderr is not a terminal.
+func newLogger(c *ucli.Context) *logger {
+	return &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter, stamp: !isTerminal(c.App.ErrWriter)}
+}
+
+func (l *logger) clock() time.Time {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Now()
+}
+
+func (l *logger) printf(level, format string, a ...any) {
+	if l.quiet {
+		return
+	}
+	prefix := level
+	if l.stamp {
+		prefix = l.clock().Format("2006-01-02T15:04:05.000Z07:00") + " " + level
+	}
+	fmt.Fprintf(l.w, prefix+" "+format+"\n", a...)
+}
+
+func (l *logger) Infof(format string, a ...any) { l.printf("[info]", format, a...) }
+
+func (l *logger) Warnf(format string, a ...any) { l.printf("[warn]", format, a...) }
+
+// interrupted is returned when SIGINT/SIGTERM stopped the run; what says
+// what was left (default: no output written).
+type interrupted struct {
+	sig  os.Signal
+	what string
+}
+
+func (e interrupted) Error() string {
+	if e.what == "" {
+		e.what = "no output written"
+	}
+	return fmt.Sprintf("interrupted by %v: %s", e.sig, e.what)
+}
+func (e interrupted) ExitCode() int {
+	if e.sig == syscall.SIGTERM {
+		return 143
+	}
+	return 130
+}
+
+func runMain(c *ucli.Context) error {
+	if c.NArg() > 0 {
+		if c.Args().First() == "help" && c.NArg() == 1 {
+			return ucli.ShowAppHelp(c)
+		}
+		return unexpectedArgs(c, "")
+	}
+	for _, name := range []string{"input-wav", "output-wav", "output-text", "voice-prompt"} {
+		if c.String(name) == "" {
+			if c.NumFlags() == 0 {
+				return ucli.ShowAppHelp(c)
+			}
+			return usageErrorf("missing required flag --%s (see --help)", name)
+		}
+	}
+	if err := checkSampling(c); err != nil {
+		return err
+	}
+	log := newLogger(c)
+	outFormat := c.String("output-format")
+	if outFormat != "pcm16" && outFormat != "float32" {
+		return usageErrorf("--output-format must be pcm16 or float32, not %q", outFormat)
+	}
+	textFormat := c.String("output-text-format")
+	if textFormat != "list" && textFormat != "rich" {
+		return usageErrorf("--output-text-format must be list or rich, not %q", textFormat)
+	}
+	// Check outputs and inputs before loading anything, so a typo costs nothing.
+	for _, name := range []string{"output-wav", "output-text"} {
+		if err := checkOutputPath(c.String(name)); err != nil {
+			return err
+		}
+	}
+	if filepath.Clean(c.String("output-wav")) == filepath.Clean(c.String("output-text")) {
+		return fmt.Errorf("--output-wav and --output-text are the same file %s", c.String("output-wav"))
+	}
+	if err := checkReadable(c.String("input-wav")); err != nil {
+		return err
+	}
+	// SIGINT/SIGTERM stop a download, or the run at the next frame; nothing is written.
+	ctx, stop, signalled := withSignals()
+	defer stop()
+	opts, voiceDir, err := jobOptions(ctx, c, log, wantsVoiceDir(c))
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return interrupted{sig: signalled(), what: "no output written (a download resumes where it stopped)"}
+		}
+		return err
+	}
+	if err := offloadOptions(c, &opts, log); err != nil {
+		return err
+	}
+	voicePath, err := resolveVoice(c, log, voiceDir)
+	if err != nil {
+		return err
+	}
+	opts.VoicePrompt = voicePath
+	opts.InputWAV = c.String("input-wav")
+	// Nothing the run reads may be written over, and no other run may be
+	// writing the same outputs (it would mix them).
+	outputs := []string{c.String("output-wav"), c.String("output-text")}
+	if err := fileio.CheckOutputs(outputs, []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
+		return err
+	}
+	lock, err := fileio.LockOutputs(outputs...)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	opts.TextPrompt = c.String("text-prompt")
+	opts.Greedy = c.Bool("greedy")
+	opts.TempAudio, opts.TempText = c.Float64("temp-audio"), c.Float64("temp-text")
+	opts.TopKAudio, opts.TopKText = c.Int("topk-audio"), c.Int("topk-text")
+	opts.Seed = c.Int64("seed")
+	if opts.Seed == -1 {
+		opts.Seed = time.Now().UnixNano() & (1<<53 - 1)
+		if !opts.Greedy {
+			log.Infof("seed %d (pass --seed %d to repeat this run)", opts.Seed, opts.Seed)
+		}
+	}
+	prog := newProgress(c, log)
+	if prog != nil {
+		opts.Progress = prog
+	}
+	res, err := infer.Run(ctx, opts)
+	prog.Finish()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return interrupted{sig: signalled()}
+		}
+		return err
+	}
+	wav, text, err := encodeOutputs(res, outFormat, textFormat)
+	if err != nil {
+		return err
+	}
+	if err := fileio.WriteAllAtomic(fileio.File{Path: c.String("output-wav"), Data: wav}, fileio.File{Path: c.String("output-text"), Data: text}); err != nil {
+		return err
+	}
+	log.Infof("wrote %s (%d samples) and %s (%d frames)", c.String("output-wav"), len(res.PCM), c.String("output-text"), len(res.Pieces))
+	return nil
+}
+
+// jobOptions resolves the model files, config and device shared by every
+// command that loads the model. Each model file is its flag's, else the
+// --hf-repo snapshot's (local cache, else downloaded); withVoices adds
+// voices.tgz, extracted, whose folder it returns.
+func jobOptions(ctx context.Context, c *ucli.Context, log *logger, withVoices bool) (infer.Options, string, error) {
+	var o infer.Options
+	o.Log = log
+	assets := []struct {
+		flag, name string
+		dst        *string
+	}{{"moshi-weight", infer.MoshiName, &o.MoshiWeight}, {"mimi-weight", infer.MimiName, &o.MimiWeight}, {"tokenizer", infer.TokenizerName, &o.Tokenizer}}
+	// Flags first: a typo costs no download.
+	if err := deviceOptions(c, &o, log); err != nil {
+		return o, "", err
+	}
+	var files []hub.File
+	for _, a := range assets {
+		if c.String(a.flag) == "" {
+			files = append(files, hub.File{Name: a.name})
+		} else if err := givenFile(c.String(a.flag), "--"+a.flag); err != nil {
+			return o, "", err
+		}
+	}
+	if c.String("config") == "" && c.String("moshi-weight") == "" {
+		files = append(files, hub.File{Name: configName, Optional: true})
+	}
+	if withVoices {
+		files = append(files, hub.File{Name: voicesArchive})
+	}
+	snap, err := hubSnapshot(ctx, c, log, files, false)
+	if err != nil {
+		return o, "", err
+	}
+	for _, a := range assets {
+		if *a.dst = c.String(a.flag); *a.dst == "" {
+			*a.dst = snap.Path(a.name)
+		}
+	}
+	voiceDir := ""
+	if withVoices {
+		voiceDir = snap.Path(voicesDir)
+	}
+	o.Config, err = resolveConfig(c.String("config"), o.MoshiWeight, log)
+	return o, voiceDir, err
+}
+
+// deviceOptions sets the device, threads and compute dtype.
+func deviceOptions(c *ucli.Context, o *infer.Options, log *logger) error {
+	var err error
+	o.Device, err = resolveDevice(c.String("device"), c.Bool("cpu-offload"), log)
+	if err != nil {
+		return err
+	}
+	o.Threads = c.Int("threads")
+	if o.Threads < 0 {
+		return usageErrorf("--threads must be positive (or 0: all cores), not %d", o.Threads)
+	}
+	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
+		return fmt.Errorf("--compute-dtype: %v", err)
+	}
+	if ops.ComputeDType() == "bf16" {
+		log.Infof("compute dtype bf16 (kernel %s): outputs differ from the f32 parity path", ops.BF16KernelName())
+	}
+	o.Weights = c.String("weights")
+	if err := infer.CheckWeights(o.Weights); err != nil {
+		return fmt.Errorf("--weights: %v", err)
+	}
+	return nil
+}
+
+// resolveConfig: --config, else a config.json beside the weights that parses
+// as the flat model schema, else the built-in PersonaPlex 7B.
+func resolveConfig(path, moshiWeight string, log *logger) (*config.Config, error) {
+	if path != "" {
+		cfg, err := config.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		log.Infof("config: %s", path)
+		return cfg, nil
+	}
+	beside := filepath.Join(filepath.Dir(moshiWeight), "config.json")
+	if data, err := os.ReadFile(beside); err == nil {
+		if cfg, err := config.Parse(data); err == nil && isFlatSchema(data) {
+			log.Infof("config: %s (beside the weights)", beside)
+			return cfg, nil
+		}
+		log.Infof("config: built-in PersonaPlex 7B (%s is not a flat model config)", beside)
+		return config.Default(), nil
+	}
+	log.Infof("config: built-in PersonaPlex 7B")
+	return config.Default(), nil
+}
+
+// isFlatSchema tells a model config (flat schema with "dim") from other
+// config.json files (the Hugging Face repo's, for instance).
+func isFlatSchema(data []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return false
+	}
+	for _, k := range []string{"dim", "num_layers", "num_heads", "delays"} {
+		if _, ok := m[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// offloadOptions reads the device's memory flags: --device cuda's
+// (--gpu-memory, --host-memory, --cpu-offload) or the simulated device's.
+func offloadOptions(c *ucli.Context, o *infer.Options, log *logger) error {
+	flags := []string{"gpu-memory", "host-memory", "workspace", "sim-figures"}
+	if o.Device == "cuda" {
+		o.GPU.Offload = c.Bool("cpu-offload")
+		o.GPU.ComputeDType = ops.ComputeDType()
+		for _, f := range []struct {
+			name string
+			dst  *int64
+		}{{"gpu-memory", &o.GPU.Memory}, {"host-memory", &o.GPU.HostMemory}} {
+			if c.IsSet(f.name) {
+				n, err := offload.ParseSize(c.String(f.name))
+				if err != nil {
+					return fmt.Errorf("--%s: %w", f.name, err)
+				}
+				*f.dst = n
+			}
+		}
+		for _, f := range []string{"workspace", "sim-figures"} {
+			if c.IsSet(f) {
+				log.Infof("--%s has no effect with --device cuda (it applies to --device sim)", f)
+			}
+		}
+		return nil
+	}
+	if o.Device != "sim" {
+		for _, f := range flags {
+			if c.IsSet(f) {
+				log.Infof("--%s has no effect on the CPU (it applies to --device cuda and sim)", f)
+			}
+		}
+		return nil
+	}
+	o.Offload = lm.SimOptions{Memory: -1, Workspace: -1, Verify: true}
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{"gpu-memory", &o.Offload.Memory}, {"host-memory", &o.Offload.HostMemory}, {"workspace", &o.Offload.Workspace}} {
+		if c.IsSet(f.name) {
+			n, err := offload.ParseSize(c.String(f.name))
+			if err != nil {
+				return fmt.Errorf("--%s: %w", f.name, err)
+			}
+			*f.dst = n
+		}
+	}
+	if c.IsSet("sim-figures") {
+		fig := offload.DefaultFigures()
+		if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
+			return fmt.Errorf("--sim-figures: %w", err)
+		}
+		o.Offload.Figures = &fig
+	}
+	return nil
+}
+
+// resolveDevice picks the backend: --device auto takes a usable GPU, else
+// the CPU with one log line; --device cuda without one is an error, except
+// with --cpu-offload, which says so in one line and runs on the CPU.
+func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
+	switch dev {
+	case "sim":
+		if cpuOffload {
+			log.Infof("--cpu-offload: planning for the simulated device's free memory")
+		}
+		return "sim", nil
+	case "auto":
+		why := infer.CUDAUnavailable()
+		if why == nil {
+			return "cuda", nil
+		}
+		if cpuOffload {
+			log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
+		} else {
+			log.Infof("device: no usable GPU (%v): running on the CPU", why)
+		}
+		return "cpu", nil
+	case "cpu":
+		if cpuOffload {
+			log.Infof("--cpu-offload has no effect with --device cpu")
+		}
+		return "cpu", nil
+	case "cuda":
+		if why := infer.CUDAUnavailable(); why != nil {
+			if cpuOffload {
+				log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
+				return "cpu", nil
+			}
+			return "", fmt.Errorf("--device cuda: no usable GPU: %v", why)
+		}
+		return "cuda", nil
+	}
+	if strings.HasPrefix(dev, "cuda:") {
+		return resolveDevice("cuda", cpuOffload, log)
+	}
+	return "", fmt.Errorf("--device must be auto, cpu, cuda or sim, not %q", dev)
+}
+
+func resolveVoice(c *ucli.Context, log *logger, repoVoices string) (string, error) {
+	dir := c.String("voice-prompt-dir")
+	if dir == "" {
+		dir = repoVoices
+	}
+	p, err := voices.Resolve(c.String("voice-prompt"), dir)
+	if err != nil {
+		return "", err
+	}
+	log.Infof("voice prompt: %s", p)
+	return p, nil
+}
+
+func checkReadable(path string) error {
+	// Stat first: opening a named pipe waits for a writer.
+	if st, err := os.Stat(path); err == nil && st.Mode()&os.ModeNamedPipe != 0 {
+		return fmt.Errorf("%s: is a pipe, not a file: write the audio to a file first", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s: %v", path, pe.Err)
+		}
+		return err
+	}
+	st, err := f.Stat()
+	f.Close()
+	if err == nil && st.IsDir() {
+		return fmt.Errorf("%s: is a directory", path)
+	}
+	return nil
+}
+
+func checkOutputPath(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: output directory %s does not exist", path, dir)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s: is a directory", path)
+	}
+	// Prove we can create a file there now rather than after the run.
+	f, err := os.CreateTemp(dir, ".pp-offline-check-*")
+	if err != nil {
+		return fmt.Errorf("%s: cannot write in %s: %v", path, dir, fileio.PathErr(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// writeTextList writes the pieces as json.dump(list, ensure_ascii=False) does:
+// separators ", ", raw UTF-8, no trailing newline.
+func writeTextList(w io.Writer, pieces []string) error {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, p := range pieces {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pyJSONString(p))
+	}
+	b.WriteByte(']')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// pyJSONString quotes s like Python's json.dumps(ensure_ascii=False).
+func pyJSONString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if r < 0x20 {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// richText is the --output-text-format rich schema (see README).
+type richText struct {
+	Text       string      `json:"text"`
+	FrameRate  float64     `json:"frame_rate"`
+	SampleRate int         `json:"sample_rate"`
+	Frames     []richFrame `json:"frames"`
+}
+
+type richFrame struct {
+	Time  float64 `json:"time"`
+	Token int     `json:"token"`
+	Piece string  `json:"piece"`
+}
+
+func writeRichText(w io.Writer, res *infer.Result) error {
+	rt := richText{FrameRate: res.FrameRate, SampleRate: res.SampleRate, Frames: make([]richFrame, len(res.Pieces))}
+	var text strings.Builder
+	for i, p := range res.Pieces {
+		rt.Frames[i] = richFrame{Time: float64(i) / res.FrameRate, Token: res.TextTokens[i], Piece: p}
+		if tok := res.TextTokens[i]; tok != 0 && tok != 3 {
+			text.WriteString(p)
+		}
+	}
+	rt.Text = strings.TrimSpace(text.String())
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rt)
+}
+
+// progress reports the run: a bar on a terminal that ends with a kept
+// summary line, a log line every few seconds otherwise (with the ETA).
+type progress struct {
+	bar       *progressbar.ProgressBar
+	log       *logger
+	tty       bool // draw a bar (stderr is a terminal)
+	last      time.Time
+	start     time.Time
+	total     int
+	done      int
+	frameSecs float64
+}
+
+func newProgress(c *ucli.Context, log *logger) *progress {
+	if c.Bool("quiet") {
+		return nil
+	}
+	return &progress{log: log, tty: isTerminal(log.w)}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Phase implements infer.Progress.
+func (p *progress) Phase(name string) {
+	if p == nil {
+		return
+	}
+	p.log.Infof("%s", name)
+}
+
+// Start implements infer.Progress: total frames of frameSecs seconds each.
+func (p *progress) Start(total int, frameSecs float64) {
+	if p == nil {
+		return
+	}
+	now := p.log.clock()
+	p.total, p.frameSecs, p.start, p.last = total, frameSecs, now, now
+	if p.tty {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(p.log.w),
+			progressbar.OptionSetDescription("frames"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+	}
+}
+
+// Frame implements infer.Progress: frames done so far.
+func (p *progress) Frame(done int) {
+	if p == nil {
+		return
+	}
+	p.done = done
+	now := p.log.clock()
+	el := now.Sub(p.start).Seconds()
+	rtf := p.rtf(el)
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("frames (RTF %.2f)", rtf))
+		p.bar.Set(done)
+		return
+	}
+	if now.Sub(p.last) >= 5*time.Second || done == p.total {
+		p.last = now
+		eta := "ETA 0 s"
+		if done < p.total && done > 0 {
+			eta = fmt.Sprintf("ETA %s", fmtSeconds(el/float64(done)*float64(p.total-done)))
+		} else if done == 0 {
+			eta = "ETA unknown"
+		}
+		p.log.Infof("frame %d/%d (%d%%), %s elapsed, real-time factor %.2f, %s",
+			done, p.total, 100*done/max(p.total, 1), fmtSeconds(el), rtf, eta)
+	}
+}
+
+// rtf is the real-time factor after el seconds: compute time over audio time.
+func (p *progress) rtf(el float64) float64 {
+	if p.done <= 0 || p.frameSecs <= 0 {
+		return 0
+	}
+	return el / (float64(p.done) * p.frameSecs)
+}
+
+// fmtSeconds prints a duration for the logs: "12.3 s", "4 min 05 s".
+func fmtSeconds(s float64) string {
+	if s < 60 {
+		return fmt.Sprintf("%.1f s", s)
+	}
+	m := int(s) / 60
+	if m < 60 {
+		return fmt.Sprintf("%d min %02d s", m, int(s)%60)
+	}
+	return fmt.Sprintf("%d h %02d min", m/60, m%60)
+}
+
+// Finish ends the bar and leaves a summary line in its place.
+func (p *progress) Finish() {
+	if p == nil || p.bar == nil {
+		return
+	}
+	p.bar.Finish()
+	el := p.log.clock().Sub(p.start).Seconds()
+	p.log.Infof("%d/%d frames in %s, real-time factor %.2f", p.done, p.total, fmtSeconds(el), p.rtf(el))
+}

@@ -1,0 +1,54 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// bench --json ends with one line of JSON holding the documented keys, with
+// values that follow from the run (the tiny model's step reads its weights).
+func TestBenchJSON(t *testing.T) {
+	out, stderr, code := run(t, "bench", "--config", tiny+"config.json", "--frames", "3", "--warmup", "1", "--memory-mib", "8", "--json", "-q", "--threads", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out)
+	}
+	for _, k := range []string{"lm_ms_per_frame", "codec_encode_ms_per_frame", "codec_decode_ms_per_frame", "weight_bytes_per_frame", "achieved_gbps", "memory_gbps", "threads"} {
+		v, ok := m[k].(float64)
+		if !ok || v <= 0 {
+			t.Errorf("%s = %v", k, m[k])
+		}
+	}
+	if m["threads"].(float64) != 1 || m["frames"].(float64) != 3 {
+		t.Errorf("threads %v frames %v", m["threads"], m["frames"])
+	}
+	// The tiny model: temporal layers + text head + 8 depformer steps + embedding rows.
+	if b := m["weight_bytes_per_frame"].(float64); b < 1e6 || b > 3e6 {
+		t.Errorf("weight bytes per frame %v", b)
+	}
+}
+
+// --kv-fill makes the measured frames attend over that many more positions.
+func TestBenchKVFill(t *testing.T) {
+	out, stderr, code := run(t, "bench", "--config", tiny+"config.json", "--frames", "2", "--warmup", "0", "--memory-mib", "8", "--json", "-q", "--kv-fill", "30")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var m struct {
+		KVPositions float64 `json:"kv_positions"`
+		KVBytes     float64 `json:"kv_bytes_per_frame"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// 6 silence steps + 30 synthetic + 2 frames, in a ring of capacity 48.
+	if m.KVPositions < 36 || m.KVBytes != m.KVPositions*64*2*4*2 {
+		t.Fatalf("kv_positions %v, kv_bytes_per_frame %v", m.KVPositions, m.KVBytes)
+	}
+}
