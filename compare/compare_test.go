@@ -651,3 +651,155 @@ func TestChannels(t *testing.T) {
 		t.Errorf("second channel differs: %+v", a)
 	}
 }
+
+// oldLevenshtein is the quadratic dynamic programme Text used before the
+// diagonal-transition alignment, kept here as the reference.
+func oldLevenshtein(a, b []string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// randomTranscript returns n tokens, mostly "PAD" as a model's are, from a
+// vocabulary of voc words.
+func randomTranscript(rng *rand.Rand, n, voc int) []string {
+	out := make([]string, n)
+	for i := range out {
+		if rng.IntN(3) > 0 {
+			out[i] = "PAD"
+		} else {
+			out[i] = fmt.Sprintf(" w%d", rng.IntN(voc))
+		}
+	}
+	return out
+}
+
+// mutate returns x with edits random insertions, deletions and
+// substitutions.
+func mutate(rng *rand.Rand, x []string, edits, voc int) []string {
+	y := append([]string(nil), x...)
+	for range edits {
+		i := rng.IntN(len(y) + 1)
+		w := fmt.Sprintf(" w%d", rng.IntN(voc))
+		switch op := rng.IntN(3); {
+		case op == 0 || len(y) == 0 || i == len(y):
+			y = slices.Insert(y, i, w)
+		case op == 1:
+			y = slices.Delete(y, i, i+1)
+		default:
+			y[i] = w
+		}
+	}
+	return y
+}
+
+// The bounded diagonal alignment gives the old algorithm's distance on
+// random small inputs (small vocabularies, so that tokens match often and
+// in runs), and with a tiny work bound a lower bound of it.
+func TestEditDistanceMatchesOld(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for it := range 20000 {
+		voc := 1 + rng.IntN(4)
+		a := randomTranscript(rng, rng.IntN(30), voc)
+		var b []string
+		if it%2 == 0 {
+			b = mutate(rng, a, rng.IntN(8), voc)
+		} else {
+			b = randomTranscript(rng, rng.IntN(30), voc)
+		}
+		want := oldLevenshtein(a, b)
+		if got := Text(a, b); got.EditDistance != want || got.EditDistanceAtLeast {
+			t.Fatalf("%q vs %q: %+v, want distance %d", a, b, got, want)
+		}
+		if got := Levenshtein(a, b); got != want {
+			t.Fatalf("Levenshtein %q vs %q: %d, want %d", a, b, got, want)
+		}
+		// A small work bound and no quadratic fallback: exact, or a
+		// lower bound flagged as such.
+		got, exact := levenshteinWith(a, b, 20, 0)
+		if exact && got != want || !exact && got > want {
+			t.Fatalf("bounded %q vs %q: %d (exact %v), distance %d", a, b, got, exact, want)
+		}
+		// The fallback to the programme finishes what the bound stopped.
+		if got, exact := levenshteinWith(a, b, 20, 1<<20); !exact || got != want {
+			t.Fatalf("fallback %q vs %q: %d (exact %v), distance %d", a, b, got, exact, want)
+		}
+	}
+}
+
+func levenshteinWith(a, b []string, work, cells int64) (int, bool) {
+	defer func(c int64) { dpCells = c }(dpCells)
+	dpCells = cells
+	return levenshteinBounded(a, b, work)
+}
+
+// Transcripts too different to align within the work bound: the distance
+// is reported as a lower bound, said in the reason, the table and the
+// report, and never passes.
+func TestTextTooDifferent(t *testing.T) {
+	defer func(w, c int64) { alignWork, dpCells = w, c }(alignWork, dpCells)
+	alignWork, dpCells = 5000, 0
+	rng := rand.New(rand.NewPCG(3, 4))
+	a := randomTranscript(rng, 3000, 50)
+	b := randomTranscript(rng, 3000, 50)
+	tm := Text(a, b)
+	want := oldLevenshtein(a, b)
+	if !tm.EditDistanceAtLeast || tm.EditDistance < 1 || tm.EditDistance > want {
+		t.Fatalf("%+v, distance %d", tm, want)
+	}
+	th := DefaultThresholds()
+	th.MaxTextEdits = want // the true distance would pass: unknown here
+	x := readMono(t, goldenWAV)
+	r := Evaluate(Audio(x, x, rate), &tm, th)
+	reason := fmt.Sprintf("transcripts too different to align within the work bound: edit distance at least %d (threshold %d)",
+		tm.EditDistance, want)
+	if r.Verdict != Different || !slices.Contains(r.Reasons, reason) {
+		t.Errorf("%s %q, want %q", r.Verdict, r.Reasons, reason)
+	}
+	var tab strings.Builder
+	r.WriteTable(&tab, Inputs{Reference: "a.wav", Candidate: "b.wav", ReferenceText: "a.json", CandidateText: "b.json"})
+	if !strings.Contains(tab.String(), fmt.Sprintf("at least %d (3000 vs 3000 tokens)", tm.EditDistance)) {
+		t.Errorf("table:\n%s", tab.String())
+	}
+	if rep := r.Report(Inputs{}, a, b); !rep.Text.EditDistanceAtLeast || rep.Text.EditDistance != tm.EditDistance {
+		t.Errorf("report: %+v", rep.Text)
+	}
+}
+
+// BenchmarkTextMillion aligns two 10^6-token transcripts (two thirds
+// "PAD"): one 2000 edits apart (exact), and two unrelated ones (stopped by
+// the work bound).
+func BenchmarkTextMillion(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ref := randomTranscript(rng, 1_000_000, 2000)
+	near := mutate(rng, ref, 2000, 2000)
+	far := randomTranscript(rng, 1_000_000, 2000)
+	b.Run("2000-edits", func(b *testing.B) {
+		for b.Loop() {
+			if m := Text(ref, near); m.EditDistanceAtLeast || m.EditDistance > 2000 || m.EditDistance == 0 {
+				b.Fatalf("%+v", m)
+			}
+		}
+	})
+	b.Run("unrelated", func(b *testing.B) {
+		for b.Loop() {
+			if m := Text(ref, far); !m.EditDistanceAtLeast {
+				b.Fatalf("%+v", m)
+			}
+		}
+	})
+}

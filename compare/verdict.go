@@ -118,7 +118,12 @@ func Evaluate(a AudioMetrics, t *TextMetrics, th Thresholds) *Result {
 	if !(a.MelDistanceDB <= th.MaxMelDistanceDB) {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("log-mel distance %.3f dB > %g dB", a.MelDistanceDB, th.MaxMelDistanceDB))
 	}
-	if t != nil && t.EditDistance > th.MaxTextEdits {
+	if t != nil && t.EditDistanceAtLeast {
+		// The distance is only known to be at least EditDistance: it
+		// cannot be shown to be within the threshold.
+		r.Reasons = append(r.Reasons, fmt.Sprintf("transcripts too different to align within the work bound: edit distance at least %d (threshold %d)",
+			t.EditDistance, th.MaxTextEdits))
+	} else if t != nil && t.EditDistance > th.MaxTextEdits {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("transcript edit distance %d > %d (first difference at token %d)",
 			t.EditDistance, th.MaxTextEdits, t.FirstDiffToken))
 	}
@@ -222,13 +227,16 @@ type ReportAudio struct {
 
 // ReportText is the transcript section of a Report.
 type ReportText struct {
-	ReferenceTokens int     `json:"reference_tokens"`
-	CandidateTokens int     `json:"candidate_tokens"`
-	EditDistance    int     `json:"edit_distance"`
-	FirstDiffToken  int     `json:"first_diff_token"`
-	ReferenceToken  *string `json:"reference_token,omitempty"` // at FirstDiffToken
-	CandidateToken  *string `json:"candidate_token,omitempty"`
-	Exact           bool    `json:"exact"`
+	ReferenceTokens int `json:"reference_tokens"`
+	CandidateTokens int `json:"candidate_tokens"`
+	EditDistance    int `json:"edit_distance"`
+	// EditDistanceAtLeast: edit_distance is a lower bound (too different
+	// to align within the work bound).
+	EditDistanceAtLeast bool    `json:"edit_distance_at_least,omitempty"`
+	FirstDiffToken      int     `json:"first_diff_token"`
+	ReferenceToken      *string `json:"reference_token,omitempty"` // at FirstDiffToken
+	CandidateToken      *string `json:"candidate_token,omitempty"`
+	Exact               bool    `json:"exact"`
 }
 
 // Report builds the JSON report. refText and candText are the transcripts
@@ -259,7 +267,8 @@ func (r *Result) Report(in Inputs, refText, candText []string) *Report {
 	if t := r.Text; t != nil {
 		rt := &ReportText{
 			ReferenceTokens: t.ReferenceTokens, CandidateTokens: t.CandidateTokens,
-			EditDistance: t.EditDistance, FirstDiffToken: t.FirstDiffToken, Exact: t.Exact,
+			EditDistance: t.EditDistance, EditDistanceAtLeast: t.EditDistanceAtLeast,
+			FirstDiffToken: t.FirstDiffToken, Exact: t.Exact,
 		}
 		if i := t.FirstDiffToken; i >= 0 {
 			if i < len(refText) {
@@ -327,8 +336,12 @@ func (r *Result) WriteTable(w io.Writer, in Inputs) error {
 	nf := (max(a.ReferenceSamples, a.CandidateSamples) + a.FrameSamples - 1) / a.FrameSamples
 	fmt.Fprintf(tw, "frames over threshold\t%d of %d\t\t\n", len(over), nf)
 	if t := r.Text; t != nil {
-		fmt.Fprintf(tw, "text edit distance\t%d (%d vs %d tokens)\t<= %d\t%s\n", t.EditDistance,
-			t.ReferenceTokens, t.CandidateTokens, th.MaxTextEdits, yesNo(t.EditDistance <= th.MaxTextEdits))
+		atLeast := ""
+		if t.EditDistanceAtLeast {
+			atLeast = "at least "
+		}
+		fmt.Fprintf(tw, "text edit distance\t%s%d (%d vs %d tokens)\t<= %d\t%s\n", atLeast, t.EditDistance,
+			t.ReferenceTokens, t.CandidateTokens, th.MaxTextEdits, yesNo(!t.EditDistanceAtLeast && t.EditDistance <= th.MaxTextEdits))
 		if t.FirstDiffToken < 0 {
 			fmt.Fprintf(tw, "first differing token\t-\t\t\n")
 		} else {
