@@ -16,6 +16,15 @@
 // (torch._utils._rebuild_tensor_v2 / _rebuild_parameter), the torch storage
 // classes and collections.OrderedDict. Anything else (os.system,
 // builtins.eval, …) is refused with an error.
+//
+// Loading never inflates more than it uses: every entry's directory sizes
+// are checked against the file (compressed data inside it, a stored entry's
+// two sizes equal, a deflated one within deflate's ratio); the pickle is
+// read up to its declared size, at most 16 MiB; a storage entry must
+// declare at least the storage's size, and only the bytes the used views
+// reach are inflated (at most 1 GiB), so a small file cannot make it
+// inflate or allocate a gigabyte (a storage entry read to its end has its
+// CRC checked; bytes past what the views need are not read).
 package voices
 
 import (
@@ -50,11 +59,20 @@ type Prompt struct {
 	Cache [][]int64
 }
 
-// Limits that keep a hostile file from making us allocate unbounded memory.
-const (
-	maxPickleBytes  = 16 << 20
-	maxStorageBytes = 1 << 30
+// Limits that keep a hostile file from making us allocate or inflate
+// unbounded memory (variables so that tests can lower them): the pickle
+// entry is read up to maxPickleBytes; of a storage entry only the bytes the
+// tensor views need are inflated, at most maxStorageBytes.
+var (
+	maxPickleBytes  int64 = 16 << 20
+	maxStorageBytes int64 = 1 << 30
 )
+
+// maxDeflateRatio bounds how much a deflate stream can inflate: deflate's
+// best is 258 bytes from 2 bits (≈ 1032:1); an entry whose zip directory
+// declares more than this times its compressed size (plus a little for
+// tiny entries) is refused as a lie before it is read.
+const maxDeflateRatio = 1100
 
 // Limits bound what a voice prompt may hold, checked against the shapes a
 // file declares before anything is allocated for them. The zero value is
@@ -138,7 +156,15 @@ func decodePT(r io.ReaderAt, size int64, l Limits) (p *Prompt, err error) {
 	if !ok {
 		return nil, fmt.Errorf("missing %sdata.pkl: not a torch.save archive", prefix)
 	}
-	pkl, err := readEntry(pf, maxPickleBytes)
+	for _, f := range zr.File {
+		if err := checkEntrySizes(f, size); err != nil {
+			return nil, err
+		}
+	}
+	if pf.UncompressedSize64 > uint64(maxPickleBytes) {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d allowed", pf.Name, pf.UncompressedSize64, maxPickleBytes)
+	}
+	pkl, err := readEntry(pf, int64(pf.UncompressedSize64), true)
 	if err != nil {
 		return nil, err
 	}
@@ -147,33 +173,86 @@ func decodePT(r io.ReaderAt, size int64, l Limits) (p *Prompt, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%sdata.pkl: %w", prefix, err)
 	}
+	// Every storage must be in the archive, as large as the pickle says;
+	// its bytes are read only for the tensors used (toPrompt), and only
+	// as many as their views need.
 	for _, s := range storages {
-		if err := s.load(entries, prefix); err != nil {
+		if err := s.find(entries, prefix); err != nil {
 			return nil, err
 		}
 	}
 	return toPrompt(obj, l)
 }
 
-// readEntry reads a whole zip entry of at most limit bytes (the CRC is
-// checked by archive/zip at the end).
-func readEntry(f *zip.File, limit int64) ([]byte, error) {
-	if f.UncompressedSize64 > uint64(limit) {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d allowed", f.Name, f.UncompressedSize64, limit)
+// checkEntrySizes refuses a zip entry whose directory sizes cannot be true
+// of a file of size bytes: compressed data past the end of the file, a
+// stored entry whose two sizes differ, a deflated one declaring more than
+// maxDeflateRatio times its compressed size.
+func checkEntrySizes(f *zip.File, size int64) error {
+	off, err := f.DataOffset()
+	if err != nil {
+		return fmt.Errorf("%s: %v", f.Name, err)
+	}
+	if off < 0 || off > size || f.CompressedSize64 > uint64(size-off) {
+		return fmt.Errorf("%s: the zip directory declares %d compressed bytes at offset %d, past the end of the file (%d bytes)",
+			f.Name, f.CompressedSize64, off, size)
+	}
+	switch f.Method {
+	case zip.Store:
+		if f.UncompressedSize64 != f.CompressedSize64 {
+			return fmt.Errorf("%s: stored entry of %d bytes declares %d uncompressed bytes", f.Name, f.CompressedSize64, f.UncompressedSize64)
+		}
+	case zip.Deflate:
+		if f.UncompressedSize64/maxDeflateRatio > f.CompressedSize64+1 {
+			return fmt.Errorf("%s: %d compressed bytes cannot inflate to the %d the zip directory declares", f.Name, f.CompressedSize64, f.UncompressedSize64)
+		}
+	}
+	return nil
+}
+
+// readEntry inflates the first n bytes of a zip entry, n at most its
+// declared uncompressed size, growing the buffer as the bytes arrive (an
+// entry that ends early costs what it held, not n). With whole (n is the
+// declared size) it also reads to the end, where archive/zip checks the
+// CRC and that the entry is no longer than declared; otherwise the rest of
+// the entry is not inflated (and its CRC not checked).
+func readEntry(f *zip.File, n int64, whole bool) ([]byte, error) {
+	if n < 0 || uint64(n) > f.UncompressedSize64 {
+		return nil, fmt.Errorf("%s holds %d bytes, %d are needed", f.Name, f.UncompressedSize64, n)
 	}
 	rc, err := f.Open()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", f.Name, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, int64(f.UncompressedSize64)+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", f.Name, err)
+	var buf bytes.Buffer
+	buf.Grow(int(min(n, 1<<20)))
+	got, err := io.CopyN(&buf, rc, n)
+	if err != nil && err != io.EOF {
+		return nil, entryError(f, err)
 	}
-	if uint64(len(b)) != f.UncompressedSize64 {
-		return nil, fmt.Errorf("%s: %d bytes, the zip directory says %d", f.Name, len(b), f.UncompressedSize64)
+	if got != n {
+		return nil, fmt.Errorf("%s: %d bytes, the zip directory says %d", f.Name, got, f.UncompressedSize64)
 	}
-	return b, nil
+	if whole {
+		var one [1]byte
+		switch k, err := io.ReadFull(rc, one[:]); {
+		case k > 0:
+			return nil, entryError(f, zip.ErrFormat)
+		case err != io.EOF:
+			return nil, entryError(f, err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// entryError words an error met while inflating f: archive/zip reports an
+// entry longer than its directory size as ErrFormat.
+func entryError(f *zip.File, err error) error {
+	if errors.Is(err, zip.ErrFormat) {
+		return fmt.Errorf("%s: holds more than the %d bytes the zip directory says", f.Name, f.UncompressedSize64)
+	}
+	return fmt.Errorf("%s: %v", f.Name, err)
 }
 
 // ---- torch types ----
@@ -217,10 +296,13 @@ type storage struct {
 	key      string
 	location string
 	numel    int64
-	data     []byte
+	entry    *zip.File // its data/<key> entry (find)
+	data     []byte    // its first bytes, as many as the views used need (load)
 }
 
-func (s *storage) load(entries map[string]*zip.File, prefix string) error {
+// find checks that the storage's entry exists and declares at least the
+// storage's size.
+func (s *storage) find(entries map[string]*zip.File, prefix string) error {
 	name := "data/" + s.key
 	f, ok := entries[name]
 	if !ok {
@@ -230,11 +312,27 @@ func (s *storage) load(entries map[string]*zip.File, prefix string) error {
 	if f.UncompressedSize64 < uint64(need) {
 		return fmt.Errorf("%s%s holds %d bytes, the pickle declares %d × %s = %d bytes", prefix, name, f.UncompressedSize64, s.numel, s.dt.name, need)
 	}
-	b, err := readEntry(f, maxStorageBytes)
+	s.entry = f
+	return nil
+}
+
+// load reads the storage's first elems elements (the span a view needs,
+// at most its size, checked when the view was built): at most
+// maxStorageBytes, and never more of the entry than that. An entry holding
+// exactly those bytes is read to its end, so its CRC is checked.
+func (s *storage) load(elems int64) error {
+	need := elems * int64(s.dt.size)
+	if int64(len(s.data)) >= need {
+		return nil
+	}
+	if need > maxStorageBytes {
+		return fmt.Errorf("%s: a tensor needs %d bytes of it, more than the %d allowed", s.entry.Name, need, maxStorageBytes)
+	}
+	b, err := readEntry(s.entry, need, uint64(need) == s.entry.UncompressedSize64)
 	if err != nil {
 		return err
 	}
-	s.data = b[:need]
+	s.data = b
 	return nil
 }
 
@@ -243,6 +341,7 @@ type tensor struct {
 	offset int64
 	shape  []int64
 	stride []int64
+	span   int64 // storage elements the view reaches: its last index + 1 (0 when empty)
 }
 
 func (t *tensor) String() string {
@@ -327,6 +426,9 @@ func (rebuildTensorV2) Call(args ...any) (any, error) {
 			}
 			last += span
 		}
+	}
+	if n > 0 {
+		t.span = last + 1
 	}
 	if n > 0 && last >= st.numel {
 		return nil, fmt.Errorf("tensor view (offset %d, size %v, stride %v) needs %d elements, storage %q has %d", off, shape, stride, last+1, st.key, st.numel)
@@ -576,6 +678,9 @@ func toPrompt(obj any, l Limits) (*Prompt, error) {
 	case s[3] > 1<<16:
 		return nil, fmt.Errorf("\"embeddings\" rows of %d values: no model is that wide", s[3])
 	}
+	if err := emb.st.load(emb.span); err != nil {
+		return nil, err
+	}
 	n, dim := int(s[0]), int(s[3])
 	flat := make([]float32, n*dim)
 	emb.forEach(func(i int, idx int64) { flat[i] = conv(emb.st.data, idx) })
@@ -608,6 +713,9 @@ func toPrompt(obj any, l Limits) (*Prompt, error) {
 		iconv = func(b []byte, i int64) int64 { return int64(b[i]) }
 	default:
 		return nil, fmt.Errorf("\"cache\" is %s, want an integer (int64) tensor", cache.st.dt.name)
+	}
+	if err := cache.st.load(cache.span); err != nil {
+		return nil, err
 	}
 	cols := int(s[2])
 	cflat := make([]int64, NumStreams*cols)
