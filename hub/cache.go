@@ -10,8 +10,9 @@
 //	    refs/<revision>                 the commit hash the revision named when downloaded
 //	    .no_exist/<commit>/<file>       an empty marker: the file is not in that commit
 //
-// The cache is $HF_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub.
+// The cache is $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else
+// $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// ~/.cache/huggingface/hub (see CacheDir).
 package hub
 
 import (
@@ -20,6 +21,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -49,25 +51,34 @@ func Names(files []File) []string {
 }
 
 // homeDir is huggingface_hub's HF_HOME: $HF_HOME, else
-// $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface.
+// $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface, with "~" and
+// $VARS expanded as huggingface_hub's constants.py does.
 func homeDir() (string, error) {
-	if d := os.Getenv("HF_HOME"); d != "" {
-		return d, nil
+	d := os.Getenv("HF_HOME")
+	if d == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no Hugging Face cache: set HF_HOME or HF_HUB_CACHE (%v)", err)
+			}
+			base = filepath.Join(home, ".cache")
+		}
+		d = filepath.Join(base, "huggingface")
 	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "huggingface"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no Hugging Face cache: set HF_HOME or HF_HUB_CACHE (%v)", err)
-	}
-	return filepath.Join(home, ".cache", "huggingface"), nil
+	return expandPath(d), nil
 }
 
-// CacheDir is the hub cache directory the environment names.
+// CacheDir is the hub cache directory the environment names, in
+// huggingface_hub's order: $HF_HUB_CACHE, else the legacy
+// $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. A variable
+// set to "" counts as unset (Python would take "" as the current folder).
 func CacheDir() (string, error) {
-	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
-		return d, nil
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if d := os.Getenv(v); d != "" {
+			return expandPath(d), nil
+		}
 	}
 	home, err := homeDir()
 	if err != nil {
@@ -76,14 +87,94 @@ func CacheDir() (string, error) {
 	return filepath.Join(home, "hub"), nil
 }
 
-// Offline reports whether HF_HUB_OFFLINE asks for no network access (1, on,
-// yes or true, as huggingface_hub reads it).
-func Offline() bool {
-	switch strings.ToLower(strings.TrimSpace(os.Getenv("HF_HUB_OFFLINE"))) {
-	case "1", "on", "yes", "true":
-		return true
+// expandPath does what Python's os.path.expandvars(os.path.expanduser(p))
+// does on POSIX: a leading ~ or ~user becomes that home folder, then $NAME
+// and ${NAME} become the variable's value; unknown ones stay as written.
+func expandPath(p string) string {
+	if strings.HasPrefix(p, "~") {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			i = len(p)
+		}
+		home, ok := "", false
+		if i == 1 {
+			home, ok = os.LookupEnv("HOME")
+			if !ok {
+				if u, err := user.Current(); err == nil {
+					home, ok = u.HomeDir, true
+				}
+			}
+		} else if u, err := user.Lookup(p[1:i]); err == nil {
+			home, ok = u.HomeDir, true
+		}
+		if ok {
+			if p = strings.TrimRight(home, "/") + p[i:]; p == "" {
+				p = "/"
+			}
+		}
 	}
-	return false
+	return expandVars(p)
+}
+
+// expandVars replaces $NAME and ${NAME} (NAME of ASCII letters, digits and
+// '_') with the variable's value when it is set, as Python's
+// posixpath.expandvars does.
+func expandVars(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		if p[i] != '$' || i+1 >= len(p) {
+			b.WriteByte(p[i])
+			i++
+			continue
+		}
+		var name string
+		end := i + 1
+		if p[end] == '{' {
+			j := strings.IndexByte(p[end:], '}')
+			if j < 0 {
+				b.WriteByte(p[i])
+				i++
+				continue
+			}
+			name, end = p[end+1:end+j], end+j+1
+		} else {
+			for end < len(p) && (p[end] == '_' || p[end] >= '0' && p[end] <= '9' || p[end] >= 'a' && p[end] <= 'z' || p[end] >= 'A' && p[end] <= 'Z') {
+				end++
+			}
+			name = p[i+1 : end]
+		}
+		if v, ok := os.LookupEnv(name); ok && name != "" {
+			b.WriteString(v)
+		} else {
+			b.WriteString(p[i:end])
+		}
+		i = end
+	}
+	return b.String()
+}
+
+// Offline reports whether the environment asks for no network access, as
+// huggingface_hub reads it: $HF_HUB_OFFLINE, or when that is unset or empty
+// $TRANSFORMERS_OFFLINE, is 1, ON, YES or TRUE in any case (nothing
+// trimmed). Offline means not a single request.
+func Offline() bool {
+	_, on := OfflineVar()
+	return on
+}
+
+// OfflineVar names the variable that decided Offline ("" when neither is
+// set) and whether it asks for offline mode.
+func OfflineVar() (name string, on bool) {
+	for _, v := range []string{"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"} {
+		if val := os.Getenv(v); val != "" {
+			switch strings.ToUpper(val) {
+			case "1", "ON", "YES", "TRUE":
+				return v, true
+			}
+			return v, false
+		}
+	}
+	return "", false
 }
 
 var (
@@ -243,11 +334,16 @@ type OfflineError struct {
 	Missing               []string
 	NoRef                 bool     // the cache does not know the revision at all
 	Snapshots             []string // commits present, when NoRef
+	Var                   string   // the variable that asked for offline mode ("": HF_HUB_OFFLINE)
 }
 
 func (e *OfflineError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "HF_HUB_OFFLINE is set and the Hugging Face cache %s lacks %s of %s at revision %s", e.Cache, strings.Join(e.Missing, ", "), e.Repo, e.Revision)
+	v := e.Var
+	if v == "" {
+		v = "HF_HUB_OFFLINE"
+	}
+	fmt.Fprintf(&b, "%s is set and the Hugging Face cache %s lacks %s of %s at revision %s", v, e.Cache, strings.Join(e.Missing, ", "), e.Repo, e.Revision)
 	if e.NoRef {
 		fmt.Fprintf(&b, " (no refs/%s", e.Revision)
 		if len(e.Snapshots) > 0 {

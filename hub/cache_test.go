@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 func TestCacheDirAndTokenFromEnvironment(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	for _, v := range []string{"HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH"} {
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "TRANSFORMERS_OFFLINE"} {
 		t.Setenv(v, "")
 	}
 	check := func(want string) {
@@ -130,7 +131,8 @@ func blobName(content string) string {
 }
 
 // With two snapshots, the one refs/main names is used — not the newest by
-// modification time — and every file comes from it; no request is sent.
+// modification time — and every file comes from it; offline, no request is
+// sent (online, the branch is checked first: TestCachedBranchRevalidated).
 func TestHuggingfaceHubCacheFollowsRefs(t *testing.T) {
 	h := newHFCache(t)
 	oldC, newC := strings.Repeat("a", 40), strings.Repeat("b", 40)
@@ -145,7 +147,9 @@ func TestHuggingfaceHubCacheFollowsRefs(t *testing.T) {
 	os.Chtimes(filepath.Join(h.repoDir, "snapshots", newC), future, future)
 
 	s := newHub(t, fixtureFiles(t))
-	snap, err := testClient(s, nil).Resolve(context.Background(), h.cache, repo, "main", wanted)
+	offline := testClient(s, nil)
+	offline.Offline = true
+	snap, err := offline.Resolve(context.Background(), h.cache, repo, "main", wanted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +178,78 @@ func TestHuggingfaceHubCacheFollowsRefs(t *testing.T) {
 	os.WriteFile(filepath.Join(h.repoDir, "refs", "main"), []byte("junk"), 0o644)
 	if _, _, err := h.cache.Lookup(repo, "main", wanted); err == nil || !strings.Contains(err.Error(), filepath.Join("refs", "main")) {
 		t.Fatalf("damaged ref: %v", err)
+	}
+}
+
+// huggingface_hub's order (constants.py): HF_HUB_CACHE, then the legacy
+// HUGGINGFACE_HUB_CACHE, then HF_HOME/hub, then XDG_CACHE_HOME, with ~ and
+// $VARS expanded.
+func TestCacheDirLegacyNameAndExpansion(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"} {
+		t.Setenv(v, "")
+	}
+	check := func(want string) {
+		t.Helper()
+		if got, err := CacheDir(); err != nil || got != want {
+			t.Fatalf("CacheDir %q, %v; want %q", got, err, want)
+		}
+	}
+	t.Setenv("HF_HOME", "/hfhome")
+	t.Setenv("HUGGINGFACE_HUB_CACHE", "/legacy")
+	check("/legacy")
+	t.Setenv("HF_HUB_CACHE", "/hubcache")
+	check("/hubcache")
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HUGGINGFACE_HUB_CACHE", "~/legacy")
+	check(filepath.Join(home, "legacy"))
+	t.Setenv("PP_TEST_ROOT", "/data")
+	t.Setenv("HUGGINGFACE_HUB_CACHE", "")
+	t.Setenv("HF_HOME", "$PP_TEST_ROOT/hf/${PP_TEST_ROOT}/$PP_NO_SUCH_VAR")
+	check("/data/hf/data/$PP_NO_SUCH_VAR/hub")
+	t.Setenv("HF_HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "~")
+	check(filepath.Join(home, "huggingface", "hub"))
+}
+
+// TRANSFORMERS_OFFLINE counts when HF_HUB_OFFLINE is unset or empty, with
+// huggingface_hub's values (1, ON, YES, TRUE, any case, not trimmed); an
+// offline client sends no request, and says which variable.
+func TestTransformersOffline(t *testing.T) {
+	for _, c := range []struct {
+		hub, tr string
+		want    bool
+	}{
+		{"", "1", true}, {"", "On", true}, {"", "yes", true}, {"", "TRUE", true},
+		{"", "0", false}, {"", " 1", false}, {"", "", false},
+		{"0", "1", false}, // HF_HUB_OFFLINE set decides alone, as `a or b` in Python
+		{"1", "0", true},
+	} {
+		t.Setenv("HF_HUB_OFFLINE", c.hub)
+		t.Setenv("TRANSFORMERS_OFFLINE", c.tr)
+		if Offline() != c.want {
+			t.Errorf("HF_HUB_OFFLINE=%q TRANSFORMERS_OFFLINE=%q: offline %v", c.hub, c.tr, !c.want)
+		}
+	}
+	s := newHub(t, fixtureFiles(t))
+	t.Setenv("HF_HUB_OFFLINE", "")
+	t.Setenv("TRANSFORMERS_OFFLINE", "1")
+	t.Setenv("HF_ENDPOINT", s.Endpoint())
+	t.Setenv("HF_TOKEN", "hf_test")
+	c, err := NewClient()
+	if err != nil || !c.Offline {
+		t.Fatalf("NewClient: %+v, %v", c, err)
+	}
+	_, err = c.Resolve(context.Background(), Cache{Dir: t.TempDir()}, repo, "main", wanted)
+	var oe *OfflineError
+	if !errors.As(err, &oe) || !strings.HasPrefix(err.Error(), "TRANSFORMERS_OFFLINE is set") {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := c.Fetch(context.Background(), Cache{Dir: t.TempDir()}, repo, "main", wanted); err == nil || !strings.Contains(err.Error(), "TRANSFORMERS_OFFLINE") {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Fatalf("offline client sent %d requests", n)
 	}
 }

@@ -29,18 +29,35 @@ const DefaultEndpoint = "https://huggingface.co"
 // Client downloads files from a hub. The zero value is not usable: build one
 // with NewClient and adjust the fields.
 type Client struct {
-	Endpoint    string // e.g. https://huggingface.co, no trailing slash
-	Token       string // sent as "Authorization: Bearer" to the endpoint's host only
+	Endpoint string // e.g. https://huggingface.co, no trailing slash
+	// Token is sent as "Authorization: Bearer" to the endpoint's origin
+	// only (scheme, host and port; see keepAuth), never along a redirect
+	// to another origin.
+	Token       string
 	TokenSource string // where Token came from (HF_TOKEN, a token file), for messages
-	Offline     bool   // HF_HUB_OFFLINE: never send a request
+	Offline     bool   // HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE: never send a request
+	OfflineVar  string // the variable that set Offline, for messages ("" : HF_HUB_OFFLINE)
 	// HTTP does the requests (nil: a client on a clone of
-	// http.DefaultTransport, which honours HTTPS_PROXY).
+	// http.DefaultTransport, which honours HTTPS_PROXY). Its CheckRedirect
+	// is replaced by the client's own (credentials, at most 10 hops).
 	HTTP *http.Client
-	// Retries is how many consecutive failed attempts (5xx, 429, dropped or
-	// stalled connections) are retried; an attempt that received data resets
-	// the count. Backoff is the first wait, doubled each time up to MaxBackoff.
+	// Retries is how many failed attempts in a row without progress (5xx,
+	// 429, dropped or stalled connections) are retried; an attempt counts as
+	// progress only when it takes the file further than any attempt before
+	// (a server that restarts from byte 0 each time makes none). Backoff is
+	// the first wait, doubled each time up to MaxBackoff.
 	Retries             int
 	Backoff, MaxBackoff time.Duration
+	// MaxAttempts bounds the attempts at one file in all, progress or not;
+	// RetryFor is how long after a file's first attempt a retry may still
+	// begin (a transfer that keeps receiving data is never cut). 0: the
+	// defaults, 30 attempts and 1 hour.
+	MaxAttempts int
+	RetryFor    time.Duration
+	// CheckTimeout bounds the one HEAD that checks a cached branch (0: 10 s,
+	// huggingface_hub's HF_HUB_ETAG_TIMEOUT); when it fails the cached
+	// commit is used, as huggingface_hub does.
+	CheckTimeout time.Duration
 	// Stall is how long a transfer may go without a byte before the attempt
 	// counts as dropped (0: no limit).
 	Stall     time.Duration
@@ -51,8 +68,15 @@ type Client struct {
 	Progress func(file string, done, total int64)
 }
 
+// Defaults of the retry bounds (see Client).
+const (
+	DefaultMaxAttempts  = 30
+	DefaultRetryFor     = time.Hour
+	DefaultCheckTimeout = 10 * time.Second
+)
+
 // NewClient reads the environment: HF_ENDPOINT, the token (see Token) and
-// HF_HUB_OFFLINE.
+// HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE (see Offline).
 func NewClient() (*Client, error) {
 	ep := DefaultEndpoint
 	if e := strings.TrimRight(os.Getenv("HF_ENDPOINT"), "/"); e != "" {
@@ -66,8 +90,10 @@ func NewClient() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{Endpoint: ep, Token: tok, TokenSource: src, Offline: Offline(),
+	ovar, off := OfflineVar()
+	return &Client{Endpoint: ep, Token: tok, TokenSource: src, Offline: off, OfflineVar: ovar,
 		Retries: 5, Backoff: time.Second, MaxBackoff: 30 * time.Second, Stall: 2 * time.Minute,
+		MaxAttempts: DefaultMaxAttempts, RetryFor: DefaultRetryFor, CheckTimeout: DefaultCheckTimeout,
 		UserAgent: "pp-offline"}, nil
 }
 
@@ -117,27 +143,130 @@ func validToken(t string) bool {
 	return true
 }
 
-// Resolve returns the snapshot of repo at revision that holds every file:
-// the local cache's when it has them all (no request is sent), else the
-// snapshot the hub's revision names now, downloading what it lacks. With
-// Offline set, a missing file is an *OfflineError listing every missing file.
+// Resolve returns the snapshot of repo at revision that holds every file.
+// A full commit hash whose files are all cached, or Offline, sends no
+// request. A branch or tag the cache knows is checked with one HEAD (as
+// huggingface_hub does): when the hub names the cached commit and every file
+// is there, that snapshot; when it names a new commit, the files of that
+// commit are fetched (only changed blobs are downloaded) and refs/<revision>
+// moves; when the hub cannot be asked (network down, 5xx, 401, 403; not a
+// revision or file that is gone) the complete cached snapshot is used, with a
+// log line. Otherwise the missing files are downloaded. With Offline set, a
+// missing file is an *OfflineError listing every missing file.
 func (c *Client) Resolve(ctx context.Context, cache Cache, repo, revision string, files []File) (Snapshot, error) {
 	if err := validate(repo, revision, files); err != nil {
 		return Snapshot{Repo: repo, Revision: revision}, err
 	}
 	snap, missing, err := cache.Lookup(repo, revision, files)
-	if err != nil || len(missing) == 0 {
+	if err != nil {
 		return snap, err
 	}
+	pinned := commitHash.MatchString(revision)
+	if len(missing) == 0 && (c.Offline || pinned) {
+		return snap, nil
+	}
 	if c.Offline {
-		oe := &OfflineError{Cache: cache.Dir, Repo: repo, Revision: revision, Missing: missing, NoRef: snap.Commit == ""}
+		oe := &OfflineError{Cache: cache.Dir, Repo: repo, Revision: revision, Missing: missing, NoRef: snap.Commit == "", Var: c.OfflineVar}
 		if oe.NoRef {
 			oe.Snapshots = cache.Snapshots(repo)
 		}
 		return snap, oe
 	}
-	c.logf("%s not in the local Hugging Face cache of %s at %s: downloading from %s", strings.Join(missing, ", "), repo, revision, c.Endpoint)
-	return c.Fetch(ctx, cache, repo, revision, files)
+	var first *headAnswer
+	if snap.Commit != "" && !pinned && len(files) > 0 {
+		a, err := c.check(ctx, repo, revision, files)
+		switch {
+		case err != nil:
+			return snap, err
+		case a.err == nil && a.commit() == snap.Commit && len(missing) == 0:
+			return snap, nil
+		case a.err == nil && a.commit() != snap.Commit:
+			c.logf("%s moved from commit %s to %s on %s: updating the cache", revision, snap.Commit, a.commit(), c.Endpoint)
+		case a.err != nil && len(missing) == 0:
+			c.logf("cannot check %s at %s with %s (%v): using the cached commit %s", repo, revision, c.Endpoint, a.err, snap.Commit)
+			return snap, nil
+		}
+		if a.err == nil {
+			first = &a
+		}
+	}
+	if len(missing) > 0 {
+		c.logf("%s not in the local Hugging Face cache of %s at %s: downloading from %s", strings.Join(missing, ", "), repo, revision, c.Endpoint)
+	}
+	return c.fetch(ctx, cache, repo, revision, files, first)
+}
+
+// headAnswer is the hub's answer about one file.
+type headAnswer struct {
+	name string
+	m    fileMeta
+	err  error // nil, or a *StatusError EntryNotFound for an optional file
+}
+
+func (a headAnswer) commit() string {
+	var se *StatusError
+	if errors.As(a.err, &se) {
+		return se.Commit
+	}
+	return a.m.Commit
+}
+
+// check asks the hub once, within CheckTimeout, which commit revision names
+// now, with a HEAD of the first required file. The error is final (ctx
+// done, no such revision, a required file gone); a failure that leaves the
+// cache usable is in the answer's err.
+func (c *Client) check(ctx context.Context, repo, revision string, files []File) (headAnswer, error) {
+	f := fetchOrder(files)[0]
+	timeout := c.CheckTimeout
+	if timeout <= 0 {
+		timeout = DefaultCheckTimeout
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	m, err := c.headOnce(hctx, repo, revision, f.Name)
+	cancel()
+	a := headAnswer{name: f.Name, m: m, err: err}
+	if ctx.Err() != nil {
+		return a, fmt.Errorf("%s: %w", f.Name, ctx.Err())
+	}
+	var se *StatusError
+	if errors.As(err, &se) && se.Status == http.StatusNotFound {
+		switch {
+		case se.Code == "RevisionNotFound":
+			return a, err
+		case se.Code == "EntryNotFound" && !f.Optional:
+			return a, err
+		case se.Code == "EntryNotFound" && commitHash.MatchString(se.Commit):
+			return headAnswer{name: f.Name, err: se}, nil // the optional file is gone; the commit is known
+		}
+	}
+	if err != nil {
+		a.err = unwrapRetryable(err)
+	}
+	return a, nil
+}
+
+func unwrapRetryable(err error) error {
+	var r *retryable
+	if errors.As(err, &r) {
+		return r.err
+	}
+	return err
+}
+
+// fetchOrder puts required files first, so that the commit is known before
+// an optional file turns out to be absent.
+func fetchOrder(files []File) []File {
+	order := slices.Clone(files)
+	slices.SortStableFunc(order, func(a, b File) int {
+		switch {
+		case a.Optional == b.Optional:
+			return 0
+		case b.Optional:
+			return -1
+		}
+		return 1
+	})
+	return order
 }
 
 func validate(repo, revision string, files []File) error {
@@ -156,31 +285,34 @@ func validate(repo, revision string, files []File) error {
 }
 
 // Fetch asks the hub which commit revision names now and makes every file of
-// that commit present in the cache (downloading the blobs it lacks), then
-// points refs/<revision> at it. Every file comes from that one commit.
+// that commit present in the cache (downloading the blobs it lacks). As soon
+// as the first answer names the commit, refs/<revision> points at it (as
+// huggingface_hub does), so an interrupted run leaves the ref. Every file
+// comes from that one commit.
 func (c *Client) Fetch(ctx context.Context, cache Cache, repo, revision string, files []File) (Snapshot, error) {
-	snap := Snapshot{Repo: repo, Revision: revision}
 	if err := validate(repo, revision, files); err != nil {
-		return snap, err
+		return Snapshot{Repo: repo, Revision: revision}, err
 	}
+	return c.fetch(ctx, cache, repo, revision, files, nil)
+}
+
+// fetch is Fetch; first, when not nil, is the hub's answer already received
+// for the first file of fetchOrder(files) at revision.
+func (c *Client) fetch(ctx context.Context, cache Cache, repo, revision string, files []File, first *headAnswer) (Snapshot, error) {
+	snap := Snapshot{Repo: repo, Revision: revision}
 	if c.Offline {
-		return snap, errors.New("HF_HUB_OFFLINE is set: not contacting the hub")
+		return snap, fmt.Errorf("%s is set: not contacting the hub", c.offlineVar())
 	}
-	// Required files first, so that the commit is known before an optional
-	// file turns out to be absent.
-	order := slices.Clone(files)
-	slices.SortStableFunc(order, func(a, b File) int {
-		switch {
-		case a.Optional == b.Optional:
-			return 0
-		case b.Optional:
-			return -1
-		}
-		return 1
-	})
 	pinned := revision
-	for _, f := range order {
-		m, err := c.head(ctx, repo, pinned, f.Name)
+	for _, f := range fetchOrder(files) {
+		var m fileMeta
+		var err error
+		if first != nil && first.name == f.Name {
+			m, err = first.m, first.err
+			first = nil
+		} else {
+			m, err = c.head(ctx, repo, pinned, f.Name)
+		}
 		var se *StatusError
 		if f.Optional && errors.As(err, &se) && se.Status == http.StatusNotFound && se.Code == "EntryNotFound" {
 			commit := se.Commit
@@ -199,6 +331,9 @@ func (c *Client) Fetch(ctx context.Context, cache Cache, repo, revision string, 
 		if snap.Commit == "" {
 			snap.Commit, pinned = m.Commit, m.Commit
 			snap.Dir = filepath.Join(cache.RepoDir(repo), "snapshots", m.Commit)
+			if err := writeRef(cache, repo, revision, m.Commit); err != nil {
+				return snap, err
+			}
 		} else if m.Commit != snap.Commit {
 			return snap, fmt.Errorf("%s: the hub answered commit %s, the other files are from %s", f.Name, m.Commit, snap.Commit)
 		}
@@ -209,16 +344,30 @@ func (c *Client) Fetch(ctx context.Context, cache Cache, repo, revision string, 
 	if snap.Commit == "" {
 		return snap, fmt.Errorf("none of %s is in %s at revision %s", strings.Join(Names(files), ", "), repo, revision)
 	}
-	if revision != snap.Commit {
-		ref := filepath.Join(cache.RepoDir(repo), "refs", filepath.FromSlash(revision))
-		if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
-			return snap, fmt.Errorf("%s: %v", ref, fileio.PathErr(err))
-		}
-		if err := fileio.WriteAtomic(ref, []byte(snap.Commit)); err != nil {
-			return snap, err
-		}
-	}
 	return snap, nil
+}
+
+// writeRef points refs/<revision> at commit (nothing for a commit hash),
+// unless it already does.
+func writeRef(cache Cache, repo, revision, commit string) error {
+	if revision == commit {
+		return nil
+	}
+	if old, err := cache.Commit(repo, revision); err == nil && old == commit {
+		return nil
+	}
+	ref := filepath.Join(cache.RepoDir(repo), "refs", filepath.FromSlash(revision))
+	if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
+		return fmt.Errorf("%s: %v", ref, fileio.PathErr(err))
+	}
+	return fileio.WriteAtomic(ref, []byte(commit))
+}
+
+func (c *Client) offlineVar() string {
+	if c.OfflineVar != "" {
+		return c.OfflineVar
+	}
+	return "HF_HUB_OFFLINE"
 }
 
 // markAbsent records that name is not in commit (.no_exist/, as
@@ -335,13 +484,68 @@ func (c *Client) setHeaders(req *http.Request) {
 	req.Header.Set("User-Agent", ua)
 	// The ETag and sizes are those of the bytes as stored.
 	req.Header.Set("Accept-Encoding", "identity")
-	if ep, err := url.Parse(c.Endpoint); err == nil && c.Token != "" && req.URL.Host == ep.Host {
+	if ep, err := url.Parse(c.Endpoint); err == nil && c.Token != "" && keepAuth(ep, req.URL) {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 }
 
-// client returns the HTTP client, following redirects (CDN hops; net/http
-// drops the Authorization header on a redirect to another host) or not.
+// keepAuth tells whether credentials meant for from may go to to, by the
+// rule of Python's requests (Session.should_strip_auth), which
+// huggingface_hub uses: the same scheme, host and port (a scheme's default
+// port written or not), or http to https on the default ports of the same
+// host. Another port or a subdomain is another origin. (net/http alone keeps
+// the header for any port of the host and for its subdomains.)
+func keepAuth(from, to *url.URL) bool {
+	if !strings.EqualFold(from.Hostname(), to.Hostname()) {
+		return false
+	}
+	fs, ts := strings.ToLower(from.Scheme), strings.ToLower(to.Scheme)
+	fp, tp := effectivePort(fs, from.Port()), effectivePort(ts, to.Port())
+	if fs == "http" && fp == "80" && ts == "https" && tp == "443" {
+		return true
+	}
+	return fs == ts && fp == tp
+}
+
+func effectivePort(scheme, port string) string {
+	if port != "" {
+		return port
+	}
+	switch scheme {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
+}
+
+// maxRedirects is how many redirects one request follows (as net/http's
+// default).
+const maxRedirects = 10
+
+// checkRedirect drops the Authorization header once the chain of
+// redirects has left the origin it was sent to; it never comes back.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	keep := via[0].Header.Get("Authorization") != ""
+	for i := 1; i <= len(via) && keep; i++ {
+		next := req.URL
+		if i < len(via) {
+			next = via[i].URL
+		}
+		keep = keepAuth(via[i-1].URL, next)
+	}
+	if !keep {
+		req.Header.Del("Authorization")
+	}
+	return nil
+}
+
+// client returns the HTTP client, following redirects (CDN hops, with
+// checkRedirect) or not.
 func (c *Client) client(follow bool) *http.Client {
 	base := c.HTTP
 	if base == nil {
@@ -350,11 +554,11 @@ func (c *Client) client(follow bool) *http.Client {
 		base = &http.Client{Transport: t}
 		c.HTTP = base
 	}
-	if follow {
-		return base
-	}
 	cl := *base
-	cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cl.CheckRedirect = checkRedirect
+	if !follow {
+		cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
 	return &cl
 }
 
@@ -379,13 +583,26 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// withRetries runs attempt until it succeeds, fails for good, or fails
-// Retries+1 times in a row (an attempt that made progress resets the count).
+// withRetries runs attempt until it succeeds, fails for good, fails
+// Retries+1 times in a row without progress, has run MaxAttempts times, or
+// would start a retry RetryFor after the first attempt began.
 func (c *Client) withRetries(ctx context.Context, name string, attempt func() (progressed bool, err error)) error {
-	fails := 0
+	maxAttempts, retryFor := c.MaxAttempts, c.RetryFor
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	if retryFor <= 0 {
+		retryFor = DefaultRetryFor
+	}
+	start := time.Now()
+	fails, attempts, stuck := 0, 0, 0
 	wait := c.Backoff
 	for {
 		progressed, err := attempt()
+		attempts++
+		if stuck++; progressed {
+			stuck = 0
+		}
 		if err == nil {
 			return nil
 		}
@@ -400,12 +617,24 @@ func (c *Client) withRetries(ctx context.Context, name string, attempt func() (p
 			fails, wait = 0, c.Backoff
 		}
 		fails++
-		if fails > c.Retries {
+		var why string
+		switch {
+		case fails > c.Retries:
+			why = fmt.Sprintf("gave up after %d attempts", attempts)
+			if stuck < attempts {
+				why += fmt.Sprintf(", the last %d without progress", stuck)
+			}
+		case attempts >= maxAttempts:
+			why = fmt.Sprintf("gave up after %d attempts in all", attempts)
+		case time.Since(start)+wait > retryFor:
+			why = fmt.Sprintf("gave up after %d attempts in %v", attempts, time.Since(start).Round(time.Second))
+		}
+		if why != "" {
 			hint := ""
 			if !c.Offline {
 				hint = "; set HF_HUB_OFFLINE=1 to use only the local cache"
 			}
-			return fmt.Errorf("%v (gave up after %d attempts%s)", r.err, fails, hint)
+			return fmt.Errorf("%v (%s%s)", r.err, why, hint)
 		}
 		c.logf("%v; retrying in %v", r.err, wait)
 		t := time.NewTimer(wait)
@@ -503,14 +732,16 @@ func (e *StatusError) Error() string {
 }
 
 // fetchFile makes snapshots/<commit>/<name> present: the blob is downloaded
-// (or found, shared with another snapshot) and linked.
+// (or found, shared with another snapshot) and linked. A cached blob whose
+// size differs from the declared one (left by a faulty download) is
+// downloaded again and replaced.
 func (c *Client) fetchFile(ctx context.Context, cache Cache, snap Snapshot, name string, m fileMeta) error {
 	pointer := snap.Path(name)
-	if st, err := os.Stat(pointer); err == nil && st.Mode().IsRegular() {
-		return nil
-	}
 	repoDir := cache.RepoDir(snap.Repo)
 	blob := filepath.Join(repoDir, "blobs", m.Etag)
+	if st, err := os.Stat(pointer); err == nil && st.Mode().IsRegular() && (m.Size < 0 || st.Size() == m.Size) {
+		return nil
+	}
 	for _, d := range []string{filepath.Dir(blob), filepath.Dir(pointer)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("%s: %v", d, fileio.PathErr(err))
@@ -523,7 +754,13 @@ func (c *Client) fetchFile(ctx context.Context, cache Cache, snap Snapshot, name
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	defer unlock()
-	if st, err := os.Stat(blob); err != nil || !st.Mode().IsRegular() {
+	st, err := os.Stat(blob)
+	switch {
+	case err == nil && st.Mode().IsRegular() && (m.Size < 0 || st.Size() == m.Size):
+	case err == nil && st.Mode().IsRegular():
+		c.logf("%s: the cached blob %s has %d bytes, the hub declares %d: downloading it again", name, blob, st.Size(), m.Size)
+		fallthrough
+	default:
 		if err := c.download(ctx, name, blob, m); err != nil {
 			return err
 		}
@@ -554,58 +791,30 @@ func link(blob, pointer string) error {
 	return nil
 }
 
-// verifier checks content against its ETag: the sha256 of an LFS file, the
-// git blob sha1 of a file stored in git; other ETags cannot be checked.
-type verifier struct {
-	kind, want string
-	h          hash.Hash
-	prefix     []byte
-}
-
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-func newVerifier(etag string, size int64) *verifier {
-	switch {
-	case sha256Hex.MatchString(etag):
-		return &verifier{kind: "sha256", want: etag, h: sha256.New()}
-	case commitHash.MatchString(etag) && size >= 0:
-		v := &verifier{kind: "git blob sha1", want: etag, h: sha1.New(), prefix: fmt.Appendf(nil, "blob %d\x00", size)}
-		v.h.Write(v.prefix)
-		return v
-	}
-	return nil
-}
-
-func (v *verifier) Write(p []byte) (int, error) {
-	if v == nil {
-		return len(p), nil
-	}
-	return v.h.Write(p)
-}
-
-func (v *verifier) reset() {
-	if v != nil {
-		v.h.Reset()
-		v.h.Write(v.prefix)
-	}
-}
-
-func (v *verifier) check(name string) error {
-	if v == nil {
-		return nil
-	}
-	if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
-		return fmt.Errorf("%s: the downloaded content has %s %s but the hub's ETag is %s: download discarded, nothing cached; run again", name, v.kind, got, v.want)
-	}
-	return nil
-}
-
-// maxUnknownSize bounds a download whose size the hub did not declare.
+// maxUnknownSize bounds a download whose size nobody declared.
 const maxUnknownSize = 1 << 40
 
+// errUnverifiable marks a body that nothing shows complete.
+var errUnverifiable = errors.New("unverifiable")
+
 // download fetches m into blob through blob.incomplete, resuming what an
-// earlier attempt or run left there, and checks the content before the
-// rename; a mismatch removes the partial file.
+// earlier attempt or run left there, and moves it into blobs/ only once it
+// is shown complete and right:
+//
+//   - an ETag that is a sha256 (LFS files): the content's sha256;
+//   - an ETag that is a git blob sha1 (files stored in git): the git hash of
+//     the content, whatever its length;
+//   - otherwise the size, declared by the HEAD (X-Linked-Size,
+//     Content-Length) or learnt from the GET (Content-Length, the total of
+//     Content-Range).
+//
+// A body that ends with its size unknown is followed by a Range request from
+// its end: 416 with the total confirms it, 206 continues it (it was cut).
+// When nothing can show an opaque ETag's body complete, the download is
+// refused and discarded. A declared size beyond the free space is refused
+// before any byte is fetched.
 func (c *Client) download(ctx context.Context, name, blob string, m fileMeta) error {
 	inc := blob + ".incomplete"
 	f, err := os.OpenFile(inc, os.O_RDWR|os.O_CREATE, 0o644)
@@ -617,16 +826,26 @@ func (c *Client) download(ctx context.Context, name, blob string, m fileMeta) er
 	if err != nil {
 		return fmt.Errorf("%s: %v", inc, fileio.PathErr(err))
 	}
-	d := &transfer{c: c, name: name, m: m, f: f, off: st.Size(), v: newVerifier(m.Etag, m.Size)}
-	if m.Size >= 0 && d.off > m.Size {
+	d := &transfer{c: c, name: name, m: m, f: f, off: st.Size(), size: m.Size}
+	switch {
+	case sha256Hex.MatchString(m.Etag):
+		d.sha = sha256.New()
+	case commitHash.MatchString(m.Etag):
+		d.gitSHA = true
+	}
+	if d.size >= 0 && d.off > d.size {
 		if err := d.restart(); err != nil {
 			return err
 		}
 	}
+	d.best = d.off
+	if err := d.checkSpace(); err != nil {
+		return err
+	}
 	if d.off > 0 {
-		if d.v != nil {
+		if d.sha != nil {
 			// Hash what is there (GBs, maybe), stopping when ctx is done.
-			if _, err := io.Copy(d.v, ctxReader{ctx, io.NewSectionReader(f, 0, d.off)}); err != nil {
+			if _, err := io.Copy(d.sha, ctxReader{ctx, io.NewSectionReader(f, 0, d.off)}); err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("%s: %w", name, ctx.Err())
 				}
@@ -639,14 +858,20 @@ func (c *Client) download(ctx context.Context, name, blob string, m fileMeta) er
 	}
 	c.progress(name, d.off, m.Size)
 	if err := c.withRetries(ctx, name, func() (bool, error) { return d.attempt(ctx) }); err != nil {
+		if errors.Is(err, errUnverifiable) {
+			f.Close()
+			os.Remove(inc)
+		}
 		return err
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("%s: %v", inc, fileio.PathErr(err))
 	}
-	if err := d.v.check(name); err != nil {
+	if err := d.verify(ctx); err != nil {
 		f.Close()
-		os.Remove(inc)
+		if ctx.Err() == nil {
+			os.Remove(inc)
+		}
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -683,8 +908,14 @@ type transfer struct {
 	name string
 	m    fileMeta
 	f    *os.File
-	off  int64
-	v    *verifier
+	off  int64 // bytes in the file
+	best int64 // the furthest off reached: progress is going beyond it
+	size int64 // the content's size, declared or learnt; -1 unknown
+	// probe: the last body ended cleanly with the size unknown, so the next
+	// request asks for what follows; done: the content is all there.
+	probe, done bool
+	sha         hash.Hash // the sha256 of the bytes so far (sha256 ETags)
+	gitSHA      bool      // the ETag is a git blob sha1: hashed at the end
 }
 
 func (d *transfer) restart() error {
@@ -692,18 +923,102 @@ func (d *transfer) restart() error {
 		return fmt.Errorf("%s: %v", d.f.Name(), fileio.PathErr(err))
 	}
 	d.off = 0
-	d.v.reset()
+	if d.sha != nil {
+		d.sha.Reset()
+	}
+	return nil
+}
+
+// selfChecking tells whether the ETag shows the content right whatever its
+// size.
+func (d *transfer) selfChecking() bool { return d.sha != nil || d.gitSHA }
+
+// checkSpace refuses a known size that the disk cannot hold.
+func (d *transfer) checkSpace() error {
+	if d.size < 0 {
+		return nil
+	}
+	need := d.size - d.off
+	dir := filepath.Dir(d.f.Name())
+	if free, ok := freeSpace(dir); ok && need > free {
+		return fmt.Errorf("%s: needs %s more but %s has %s free: free some space or point HF_HUB_CACHE at a larger disk", d.name, FormatBytes(need), dir, FormatBytes(free))
+	}
+	return nil
+}
+
+// learnSize takes a size the GET declares when the HEAD declared none.
+func (d *transfer) learnSize(n int64) error {
+	if d.size >= 0 || n < 0 {
+		return nil
+	}
+	if n < d.off {
+		return fmt.Errorf("%s: the server declares %d bytes, fewer than the %d received", d.name, n, d.off)
+	}
+	d.size = n
+	return d.checkSpace()
+}
+
+func (d *transfer) unverifiable(why string) error {
+	return fmt.Errorf("%s: cannot show the download complete: the hub declared no size, the ETag %q is not a content hash, and %s; discarded, nothing cached (%w)", d.name, d.m.Etag, why, errUnverifiable)
+}
+
+// verify checks the finished content against the ETag or the size.
+func (d *transfer) verify(ctx context.Context) error {
+	switch {
+	case d.sha != nil:
+		if got := hex.EncodeToString(d.sha.Sum(nil)); got != d.m.Etag {
+			return fmt.Errorf("%s: the downloaded content has sha256 %s but the hub's ETag is %s: download discarded, nothing cached; run again", d.name, got, d.m.Etag)
+		}
+	case d.gitSHA:
+		h := sha1.New()
+		fmt.Fprintf(h, "blob %d\x00", d.off)
+		if _, err := io.Copy(h, ctxReader{ctx, io.NewSectionReader(d.f, 0, d.off)}); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", d.name, ctx.Err())
+			}
+			return fmt.Errorf("%s: %v", d.f.Name(), fileio.PathErr(err))
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != d.m.Etag {
+			return fmt.Errorf("%s: the downloaded content (%d bytes) has git blob sha1 %s but the hub's ETag is %s: download discarded, nothing cached; run again", d.name, d.off, got, d.m.Etag)
+		}
+	case d.size < 0 || d.off != d.size:
+		return d.unverifiable("the transfer ended without a size")
+	}
 	return nil
 }
 
 var errStalled = errors.New("no data received for too long")
 
-// attempt is one GET from the current offset; progressed tells whether any
-// byte arrived.
+// attempt is one try at the rest of the content: a GET from the current
+// offset, and when that body ends with the size still unknown, the Range
+// request that checks nothing follows. progressed tells whether the file
+// got further than ever before.
 func (d *transfer) attempt(ctx context.Context) (progressed bool, err error) {
-	if d.m.Size >= 0 && d.off == d.m.Size {
-		return false, nil
+	defer func() {
+		if d.off > d.best {
+			progressed, d.best = true, d.off
+		}
+	}()
+	for !d.done {
+		if d.size >= 0 && d.off == d.size {
+			d.done = true
+			break
+		}
+		again, err := d.request(ctx)
+		if err != nil {
+			return false, err
+		}
+		if !again {
+			break
+		}
 	}
+	return false, nil
+}
+
+// request sends one GET and writes its body; again tells that the body ended
+// cleanly with the size unknown after bringing data, so the end must be
+// checked with another request.
+func (d *transfer) request(ctx context.Context) (again bool, err error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var watchdog *time.Timer
@@ -716,7 +1031,7 @@ func (d *transfer) attempt(ctx context.Context) (progressed bool, err error) {
 		return false, fmt.Errorf("%s: %v", d.name, err)
 	}
 	d.c.setHeaders(req)
-	if d.off > 0 {
+	if d.off > 0 || d.probe {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", d.off))
 	}
 	fail := func(err error) error {
@@ -730,22 +1045,49 @@ func (d *transfer) attempt(ctx context.Context) (progressed bool, err error) {
 		return false, fail(err)
 	}
 	defer resp.Body.Close()
+	probing := d.probe
+	d.probe = false
+	cr := resp.Header.Get("Content-Range")
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != d.off {
+		if start, ok := rangeStart(cr); !ok || start != d.off {
 			if err := d.restart(); err != nil {
 				return false, err
 			}
-			return false, &retryable{fmt.Errorf("%s: the server sent the wrong range (%q for offset %d)", d.name, resp.Header.Get("Content-Range"), d.off)}
+			return false, &retryable{fmt.Errorf("%s: the server sent the wrong range (%q for offset %d)", d.name, cr, d.off)}
+		}
+		if err := d.learnSize(rangeTotal(cr)); err != nil {
+			return false, err
 		}
 	case http.StatusOK:
+		if probing {
+			if d.selfChecking() {
+				d.done = true // the hash decides
+				return false, nil
+			}
+			return false, d.unverifiable("the server does not answer Range requests")
+		}
 		if d.off > 0 {
 			d.c.logf("%s: the server does not resume (no Range support): starting over", d.name)
 			if err := d.restart(); err != nil {
 				return false, err
 			}
 		}
+		if err := d.learnSize(resp.ContentLength); err != nil {
+			return false, err
+		}
 	case http.StatusRequestedRangeNotSatisfiable:
+		total := rangeTotal(cr)
+		switch {
+		case probing && total == d.off:
+			d.size, d.done = total, true
+			return false, nil
+		case probing && total < 0 && d.selfChecking():
+			d.done = true
+			return false, nil
+		case probing && total < 0:
+			return false, d.unverifiable(fmt.Sprintf("a Range request from its end was answered 416 without the total (%q)", cr))
+		}
 		if err := d.restart(); err != nil {
 			return false, err
 		}
@@ -753,7 +1095,7 @@ func (d *transfer) attempt(ctx context.Context) (progressed bool, err error) {
 	default:
 		return false, d.c.statusError(resp, "", "", d.name)
 	}
-	limit := d.m.Size
+	limit := d.size
 	if limit < 0 {
 		limit = maxUnknownSize
 	}
@@ -761,34 +1103,49 @@ func (d *transfer) attempt(ctx context.Context) (progressed bool, err error) {
 		return false, fmt.Errorf("%s: %v", d.f.Name(), fileio.PathErr(err))
 	}
 	buf := make([]byte, 1<<20)
+	got := int64(0)
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			progressed = true
 			if watchdog != nil {
 				watchdog.Reset(d.c.Stall)
 			}
 			if d.off+int64(n) > limit {
-				return progressed, fmt.Errorf("%s: the server sent more than the %d bytes the hub declared", d.name, limit)
+				return false, fmt.Errorf("%s: the server sent more than the %d bytes declared", d.name, limit)
 			}
 			if _, err := d.f.Write(buf[:n]); err != nil {
-				return progressed, fmt.Errorf("%s: %v", d.f.Name(), fileio.PathErr(err))
+				return false, fmt.Errorf("%s: %v", d.f.Name(), fileio.PathErr(err))
 			}
-			d.v.Write(buf[:n])
+			if d.sha != nil {
+				d.sha.Write(buf[:n])
+			}
 			d.off += int64(n)
-			d.c.progress(d.name, d.off, d.m.Size)
+			got += int64(n)
+			d.c.progress(d.name, d.off, d.size)
 		}
 		if rerr == io.EOF {
 			break
 		}
 		if rerr != nil {
-			return progressed, fail(rerr)
+			return false, fail(rerr)
 		}
 	}
-	if d.m.Size >= 0 && d.off < d.m.Size {
-		return progressed, &retryable{fmt.Errorf("%s: the connection closed at %d of %d bytes", d.name, d.off, d.m.Size)}
+	switch {
+	case d.size >= 0 && d.off < d.size:
+		return false, &retryable{fmt.Errorf("%s: the connection closed at %d of %d bytes", d.name, d.off, d.size)}
+	case d.size >= 0:
+		d.done = true
+		return false, nil
+	case got == 0 && probing:
+		// A 206 with nothing and no total: no end in sight.
+		if d.selfChecking() {
+			d.done = true
+			return false, nil
+		}
+		return false, d.unverifiable("a Range request from its end brought nothing and no total")
 	}
-	return progressed, nil
+	d.probe = true
+	return true, nil
 }
 
 // rangeStart parses the first byte of "bytes START-END/TOTAL".
@@ -803,6 +1160,20 @@ func rangeStart(cr string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil && n >= 0
+}
+
+// rangeTotal parses the total of "bytes START-END/TOTAL" or "bytes */TOTAL";
+// -1 when absent or "*".
+func rangeTotal(cr string) int64 {
+	_, t, ok := strings.Cut(cr, "/")
+	if !ok || !strings.HasPrefix(cr, "bytes ") {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // FormatBytes writes a size for people (1.5 GB); "unknown size" for -1.

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package hub
+
+// freeSpace is unknown where statfs does not exist: no check.
+func freeSpace(string) (int64, bool) { return 0, false }
