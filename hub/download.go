@@ -175,18 +175,19 @@ func (c *Client) Resolve(ctx context.Context, cache Cache, repo, revision string
 	var first *headAnswer
 	if snap.Commit != "" && !pinned && len(files) > 0 {
 		a, err := c.check(ctx, repo, revision, files)
+		answered := a.err == nil || a.absent
 		switch {
 		case err != nil:
 			return snap, err
-		case a.err == nil && a.commit() == snap.Commit && len(missing) == 0:
+		case answered && a.commit() == snap.Commit && len(missing) == 0:
 			return snap, nil
-		case a.err == nil && a.commit() != snap.Commit:
+		case answered && a.commit() != snap.Commit:
 			c.logf("%s moved from commit %s to %s on %s: updating the cache", revision, snap.Commit, a.commit(), c.Endpoint)
-		case a.err != nil && len(missing) == 0:
+		case !answered && len(missing) == 0:
 			c.logf("cannot check %s at %s with %s (%v): using the cached commit %s", repo, revision, c.Endpoint, a.err, snap.Commit)
 			return snap, nil
 		}
-		if a.err == nil {
+		if answered {
 			first = &a
 		}
 	}
@@ -198,9 +199,10 @@ func (c *Client) Resolve(ctx context.Context, cache Cache, repo, revision string
 
 // headAnswer is the hub's answer about one file.
 type headAnswer struct {
-	name string
-	m    fileMeta
-	err  error // nil, or a *StatusError EntryNotFound for an optional file
+	name   string
+	m      fileMeta
+	err    error // nil, or why the hub gave no answer (see absent)
+	absent bool  // err is the EntryNotFound of an optional file, with the commit
 }
 
 func (a headAnswer) commit() string {
@@ -213,8 +215,8 @@ func (a headAnswer) commit() string {
 
 // check asks the hub once, within CheckTimeout, which commit revision names
 // now, with a HEAD of the first required file. The error is final (ctx
-// done, no such revision, a required file gone); a failure that leaves the
-// cache usable is in the answer's err.
+// done, no such revision, a required file gone: huggingface_hub raises
+// those too); a failure that leaves the cache usable is in the answer's err.
 func (c *Client) check(ctx context.Context, repo, revision string, files []File) (headAnswer, error) {
 	f := fetchOrder(files)[0]
 	timeout := c.CheckTimeout
@@ -236,7 +238,7 @@ func (c *Client) check(ctx context.Context, repo, revision string, files []File)
 		case se.Code == "EntryNotFound" && !f.Optional:
 			return a, err
 		case se.Code == "EntryNotFound" && commitHash.MatchString(se.Commit):
-			return headAnswer{name: f.Name, err: se}, nil // the optional file is gone; the commit is known
+			return headAnswer{name: f.Name, err: se, absent: true}, nil
 		}
 	}
 	if err != nil {
