@@ -278,7 +278,6 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	res.Threads = be.cpu.Engine().Threads()
 	if be.gpu != nil {
 		_, res.DevicePeakBytes, res.DeviceLimit = be.gpu.Memory()
-		_, res.StreamedBytes = be.gpu.Stats()
 	}
 	res.KVPositions = min(gen.TransformerState().Offset, lmCfg.Context)
 	res.LMMsPerFrame = median(tLM)

@@ -136,10 +136,9 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 		if plan, err = planForGPU(units, max(1, o.BatchSize), budget, o.GPU.HostMemory); err != nil {
 			return nil, nil, err
 		}
-		// Units come with their device memory from the plan's runtime
-		// (lm.Placed on OffloadDevice); the backend needs the placement
-		// for the products of CPU units, which it runs on the CPU.
-		co.Place = lm.PlacementOf(plan)
+		// Units come bound to their memory from the plan's runtime
+		// (lm.Placed on OffloadDevice): device units at Weight.Dev, CPU
+		// units with Weight.OnCPU, whose products the backend runs on c.
 	}
 	g, err := newGPU(co)
 	if err != nil {

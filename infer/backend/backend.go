@@ -114,6 +114,12 @@ func ParseActivation(name string) (Activation, error) {
 // what the CPU computes from. Dev is the same bytes in a device's memory
 // when a placement put them there (nil otherwise): what a device backend
 // computes from. Vectors (norm scales, layer scales) are [1, n].
+//
+// A bound weight says where it lives; no backend looks placement up by
+// name: on a device at Dev+DevOffset; in host memory only, its products
+// run by the host's cores, when OnCPU (an offload plan's CPU unit: a
+// device backend hands them to its CPU backend); else wherever the
+// backend keeps weights (a device backend uploads it once).
 type Weight struct {
 	Name       string
 	Rows, Cols int
@@ -121,6 +127,7 @@ type Weight struct {
 	Host       []byte
 	Dev        Buffer
 	DevOffset  int64
+	OnCPU      bool
 }
 
 // Bytes is the weight's storage size (blocks, for a quantized dtype).

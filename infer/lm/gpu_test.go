@@ -20,7 +20,7 @@ var runBE backend.Backend = testBE
 // compute, every token identical under greedy decoding and the text logits
 // within 1e-3 relative, on the three scenarios (saved voice embeddings, a
 // voice WAV, the 8-step depformer); and the same again through an offload
-// plan that streams and keeps units on the CPU (Options.Place). Skipped
+// plan that streams and keeps units on the CPU (weights bound OnCPU). Skipped
 // without a GPU (scripts/gpu-check.sh runs it on one).
 func TestGPUMatchesCPU(t *testing.T) {
 	if err := cuda.Available(); err != nil {
@@ -33,9 +33,6 @@ func TestGPUMatchesCPU(t *testing.T) {
 			t.Run(sc.scenario+sc.quant+" "+mode, func(t *testing.T) {
 				o := cuda.Options{ComputeDType: "f32", CPU: testBE}
 				plan := alternatePlan(t, m)
-				if mode == "offload" {
-					o.Place = PlacementOf(plan)
-				}
 				g, err := cuda.New(o)
 				if err != nil {
 					t.Fatal(err)
@@ -193,9 +190,6 @@ func TestGPUCallPatternsDry(t *testing.T) {
 		for _, mode := range []string{"resident", "offload"} {
 			o := cuda.Options{ComputeDType: "f32", CPU: testBE}
 			plan := alternatePlan(t, m)
-			if mode == "offload" {
-				o.Place = PlacementOf(plan)
-			}
 			g, st, err := cuda.NewDry(o, 256<<20)
 			if err != nil {
 				t.Fatal(err)
@@ -224,7 +218,7 @@ func TestGPUCallPatternsDry(t *testing.T) {
 				for _, u := range plan.Units() {
 					matrices += u.Bytes
 				}
-				if up, _ := g.Stats(); up > matrices/10 {
+				if up := g.Resident(); up > matrices/10 {
 					t.Fatalf("%s: %d bytes uploaded into the resident cache, of %d in the units", sc.scenario, up, matrices)
 				}
 			}

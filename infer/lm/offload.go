@@ -392,6 +392,7 @@ func (p *Placed) bind(u int, v offload.View) error {
 		if v.Buf != nil {
 			w.DevOffset = v.Off + sp.Offset
 		}
+		w.OnCPU = p.plan.Where[u] == offload.CPU
 	}
 	return nil
 }
@@ -630,25 +631,4 @@ func splitIndex(name string) (string, int, bool) {
 		return "", 0, false
 	}
 	return name[:k+1], n, true
-}
-
-// PlacementOf maps each tensor of a plan's units to the unit's placement
-// (a tensor split over several units, as the depformer's per-step rows,
-// takes its first unit's); tensors of no unit (the Mimi transformers,
-// tables) are resident.
-func PlacementOf(plan *offload.Plan) func(name string) offload.Placement {
-	m := map[string]offload.Placement{}
-	for i, u := range plan.Units() {
-		for _, p := range u.Parts {
-			if _, ok := m[p.Tensor]; !ok {
-				m[p.Tensor] = plan.Where[i]
-			}
-		}
-	}
-	return func(name string) offload.Placement {
-		if w, ok := m[name]; ok {
-			return w
-		}
-		return offload.Resident
-	}
 }

@@ -87,7 +87,7 @@ func (a *arena) uploadTemp(b []byte) cu.DevPtr {
 	off := a.take(len(b))
 	copy(a.host[off:], b)
 	d := a.dev + cu.DevPtr(off)
-	fail(a.c.drv.copyAsync(d, a.host[off:off+len(b)], false))
+	fail(a.c.drv.copyAsync(d, a.host[off:off+len(b)]))
 	return d
 }
 
@@ -95,7 +95,7 @@ func (a *arena) uploadTemp(b []byte) cu.DevPtr {
 func (a *arena) upload(dst cu.DevPtr, b []byte) {
 	off := a.take(len(b))
 	copy(a.host[off:], b)
-	fail(a.c.drv.copyAsync(dst, a.host[off:off+len(b)], false))
+	fail(a.c.drv.copyAsync(dst, a.host[off:off+len(b)]))
 }
 
 // download copies view src into dst (row-major) once the queued work ran.

@@ -3,13 +3,14 @@
 // cgo, no toolkit), with kernels written in CUDA C (kernels/*.cu) and
 // embedded as PTX. See docs/CUDA.md.
 //
-// Activations, KV rings and rotary tables live in device memory. Weights
-// are read from Weight.Dev+DevOffset when a placement put them there, else
-// uploaded once into a resident cache keyed by their host bytes, or, when
-// an offload plan streams them, copied into staging slots ahead of use;
-// weights the plan keeps on the CPU are multiplied by the CPU backend. All
-// device memory the backend allocates is accounted against a limit
-// (Options.Memory, --gpu-memory).
+// Activations, KV rings and rotary tables live in device memory. A weight
+// says where it lives: at Weight.Dev+DevOffset when it is bound to device
+// memory (an offload plan's resident or streamed unit, which
+// offload.Runtime uploads, stages and fences on OffloadDevice), in host
+// memory to be multiplied by the CPU backend when Weight.OnCPU (the plan's
+// CPU units), else it is uploaded once into a resident cache keyed by its
+// host bytes. The backend streams nothing itself. All device memory it
+// allocates is accounted against a limit (Options.Memory, --gpu-memory).
 //
 // Work is queued on one compute stream and runs asynchronously; Download
 // synchronizes. A backend is used from one goroutine at a time; every call
@@ -40,18 +41,8 @@ type Options struct {
 	// ComputeDType is "f32" (f32 activations, the parity path) or "bf16"
 	// (bf16 weights multiplied on tensor cores with bf16 activations).
 	ComputeDType string
-	// Stream allows weights that do not fit the resident budget to be
-	// streamed through staging slots (--cpu-offload).
-	Stream bool
-	// ResidentLimit bounds resident weights when streaming (0: no bound of
-	// its own).
-	ResidentLimit int64
-	// Place, when set, says where each weight of an offload plan lives
-	// (by tensor name); CPU weights are multiplied by CPU.
-	Place func(name string) offload.Placement
-	// SlotBytes is the size of each staging slot (0: grown on demand).
-	SlotBytes int64
-	// CPU computes the products of weights placed on the CPU.
+	// CPU computes the products of weights bound with OnCPU (an offload
+	// plan's CPU units).
 	CPU backend.Backend
 }
 
@@ -89,7 +80,7 @@ type CUDA struct {
 	g      *gpu   // nil on a fake driver
 	drv    driver // g, or a test's fake
 	mem    *allocator
-	ws     *weightStore
+	rc     *residentCache
 	bf16   bool
 	arena  *arena
 	cpuAct map[[2]int]backend.Acts
@@ -158,9 +149,6 @@ func New(o Options) (c *CUDA, err error) {
 	if c.g.compute, err = cu.NewStream(); err != nil {
 		return nil, err
 	}
-	if c.g.copier, err = cu.NewStream(); err != nil {
-		return nil, err
-	}
 	free, _, err := cu.MemInfo()
 	if err != nil {
 		return nil, err
@@ -178,17 +166,14 @@ func New(o Options) (c *CUDA, err error) {
 	return c, c.start(limit)
 }
 
-// start sets up what New and the tests' fake driver share: the
-// allocator, the arena and the weight store over c.drv.
+// start sets up what New and the tests' fake drivers share: the
+// allocator, the arena and the resident cache over c.drv.
 func (c *CUDA) start(limit int64) error {
 	c.mem = newAllocator(c.drv, limit)
 	c.mem.sync = c.drv.sync
+	c.rc = newResidentCache(c.drv, c.mem)
 	var err error
-	if c.arena, err = newArena(c, arenaBytes); err != nil {
-		return err
-	}
-	o := c.o
-	c.ws, err = newWeightStore(c.drv, c.mem, storeOptions{Stream: o.Stream, ResidentLimit: o.ResidentLimit, SlotBytes: o.SlotBytes, Place: o.Place})
+	c.arena, err = newArena(c, arenaBytes)
 	return err
 }
 
@@ -240,8 +225,9 @@ func (c *CUDA) Name() string {
 // may hold.
 func (c *CUDA) Memory() (used, peak, limit int64) { return c.mem.used, c.mem.peak, c.mem.limit }
 
-// Stats reports the weights uploaded once and the bytes streamed.
-func (c *CUDA) Stats() (uploaded, staged int64) { return c.ws.uploaded, c.ws.staged }
+// Resident reports the bytes of weights uploaded once into the resident
+// cache (those bound without Dev and not OnCPU).
+func (c *CUDA) Resident() int64 { return c.rc.bytes }
 
 // Close frees every buffer and releases the context.
 func (c *CUDA) Close() {
@@ -434,40 +420,35 @@ func dtypeCode(d weights.DType) int {
 	panic(fmt.Sprintf("cuda: weight dtype %s", d))
 }
 
-// weight is the device address of w's bytes and the staging slot to
-// release after use (-1: none).
-func (c *CUDA) weight(w *backend.Weight) (cu.DevPtr, int) {
+// weight is the device address of w's bytes: Dev+DevOffset when it is
+// bound to device memory, else its resident upload.
+func (c *CUDA) weight(w *backend.Weight) cu.DevPtr {
 	if w.Dev != nil {
 		b, ok := w.Dev.(*Buffer)
 		if !ok {
 			panic(fmt.Sprintf("cuda: weight %q is in a %T, not this device's memory", w.Name, w.Dev))
 		}
-		return b.Ptr + cu.DevPtr(w.DevOffset), -1
+		if w.DevOffset < 0 || w.DevOffset+w.Bytes() > b.N {
+			panic(fmt.Sprintf("cuda: weight %q: %d bytes at %d of a buffer of %d", w.Name, w.Bytes(), w.DevOffset, b.N))
+		}
+		return b.Ptr + cu.DevPtr(w.DevOffset)
 	}
 	if int64(len(w.Host)) != w.Bytes() {
 		panic(fmt.Sprintf("cuda: weight %q: %d host bytes for [%d, %d] %s", w.Name, len(w.Host), w.Rows, w.Cols, w.DType))
 	}
-	p, slot, err := c.ws.get(w.Name, w.Host)
+	p, err := c.rc.get(w.Name, w.Host)
 	fail(err)
-	return p, slot
+	return p
 }
 
 // vecWeight is a vector weight's address (0 for nil) and dtype code; such
-// small weights are always resident.
+// small weights are resident (uploaded once) whatever their unit's
+// placement, even OnCPU.
 func (c *CUDA) vecWeight(w *backend.Weight) (cu.DevPtr, int) {
 	if w == nil {
 		return 0, 0
 	}
-	if w.Dev != nil {
-		p, _ := c.weight(w)
-		return p, dtypeCode(w.DType)
-	}
-	if int64(len(w.Host)) != w.Bytes() {
-		panic(fmt.Sprintf("cuda: weight %q: %d host bytes for [%d, %d] %s", w.Name, len(w.Host), w.Rows, w.Cols, w.DType))
-	}
-	p, err := c.ws.getResident(w.Name, w.Host)
-	fail(err)
-	return p, dtypeCode(w.DType)
+	return c.weight(w), dtypeCode(w.DType)
 }
 
 // MatMul implements backend.Backend. Every output element is reduced in
@@ -478,7 +459,10 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 		panic(fmt.Sprintf("cuda: MatMul: %d×%d · %q [%d, %d] into %d×%d", x.Rows, x.Cols, w.Name, w.Rows, w.Cols, dst.Rows, dst.Cols))
 	}
 	c.enter()
-	if w.Dev == nil && c.ws.placement(w.Name) == offload.CPU && c.o.CPU != nil {
+	if w.Dev == nil && w.OnCPU {
+		if c.o.CPU == nil {
+			fail(fmt.Errorf("weight %s is placed on the CPU but the backend has no CPU backend (Options.CPU)", w.Name))
+		}
 		c.cpuMatMul(dst, x, w)
 		return
 	}
@@ -486,7 +470,7 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 	if B == 0 {
 		return
 	}
-	wp, slot := c.weight(w)
+	wp := c.weight(w)
 	vec := 0 // the float rows' 16-byte loads (block rows are read by bytes)
 	if es := int64(w.DType.Size()); !w.DType.Quantized() && K%8 == 0 && int64(wp)%16 == 0 && (int64(K)*es)%16 == 0 {
 		vec = 1
@@ -499,7 +483,6 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 		c.args.reset().p(ptr(dst)).i(ld(dst)).p(ptr(x)).i(ld(x)).p(wp).i(dtypeCode(w.DType)).i(N).i(K).i(B).i(vec)
 		c.launch("matmul_fma", [3]uint32{blocks(N, warps), 1, 1}, [3]uint32{32 * warps, 1, 1}, 0)
 	}
-	fail(c.ws.release(slot))
 }
 
 // cpuMatMul runs a CPU-placed product on the CPU backend: x down, y up.

@@ -6,7 +6,6 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/weights"
-	"github.com/pp-offline/pp-offline/offload"
 )
 
 func dryWeight(rows, cols int, dt weights.DType) *backend.Weight {
@@ -16,7 +15,7 @@ func dryWeight(rows, cols int, dt weights.DType) *backend.Weight {
 // Every op of the backend, on the dry driver: each launch matches its
 // kernel's signature and the launch limits, through every path (both
 // matmul kernels, vectorised or not, views, rings grown, wrapped, copied,
-// stepwise and chunked attention, CPU and streamed placements). No values
+// stepwise and chunked attention). No values
 // are checked (TestConformance does that on a GPU).
 func TestDryOps(t *testing.T) {
 	for _, dtype := range []string{"f32", "bf16"} {
@@ -88,29 +87,50 @@ func TestDryOps(t *testing.T) {
 	}
 }
 
-// Placements: CPU weights are multiplied by the CPU backend (nothing
-// launched for them), streamed ones staged; the memory limit holds.
+// Placements, as the bound weight says: an OnCPU weight is multiplied by
+// the CPU backend (nothing launched, nothing uploaded), a weight bound to
+// device memory is read there (nothing uploaded), any other is uploaded
+// once into the resident cache; the name plays no part, and the memory
+// limit holds.
 func TestDryPlacements(t *testing.T) {
-	place := map[string]offload.Placement{"cpu": offload.CPU, "streamed": offload.Streamed}
-	be, st, err := NewDry(Options{ComputeDType: "f32", CPU: cpu.Default(), Stream: true, SlotBytes: 1 << 16,
-		Place: func(n string) offload.Placement { return place[n] }}, 64<<20)
+	be, st, err := NewDry(Options{ComputeDType: "f32", CPU: cpu.Default()}, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer be.Close()
+	buf, err := be.OffloadDevice().Alloc("unit", 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
 	x, y := be.NewActs(2, 64), be.NewActs(2, 32)
-	for _, name := range []string{"cpu", "streamed", "resident"} {
+	for _, place := range []string{"cpu", "device", "resident"} {
 		w := dryWeight(32, 64, weights.BF16)
-		w.Name = name
-		n := st.Count("matmul_fma")
+		switch place {
+		case "cpu":
+			w.OnCPU = true
+		case "device":
+			w.Dev, w.DevOffset = buf, 4096
+		}
+		n, up := st.Count("matmul_fma"), be.Resident()
 		be.MatMul(y, x, w)
-		if launched := st.Count("matmul_fma") > n; launched == (name == "cpu") {
-			t.Errorf("%s weight: launched %v", name, launched)
+		if launched := st.Count("matmul_fma") > n; launched == (place == "cpu") {
+			t.Errorf("%s weight: launched %v", place, launched)
+		}
+		if uploaded := be.Resident() - up; uploaded != map[string]int64{"resident": 32 * 64 * 2}[place] {
+			t.Errorf("%s weight: %d bytes uploaded", place, uploaded)
 		}
 	}
-	if _, staged := be.Stats(); staged != 32*64*2 {
-		t.Fatalf("%d bytes staged", staged)
-	}
+	// A weight past its device buffer is refused.
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a weight past the end of its buffer was accepted")
+			}
+		}()
+		w := dryWeight(32, 64, weights.BF16)
+		w.Dev, w.DevOffset = buf, 1<<16-100
+		be.MatMul(y, x, w)
+	}()
 	used, peak, limit := be.Memory()
 	if used > limit || peak > limit {
 		t.Fatalf("%d used, %d peak of %d", used, peak, limit)

@@ -38,13 +38,13 @@ type driver interface {
 // stream is a driver's stream handle.
 type stream any
 
-// gpu is the driver side: one context, a compute stream, a copy stream and
-// the loaded kernels.
+// gpu is the driver side: one context, the compute stream and the loaded
+// kernels. (Copy streams are offload.Runtime's: OffloadDevice.NewStream.)
 type gpu struct {
-	ctx             cu.Context
-	compute, copier cu.Stream
-	events          []cu.Event // every event the backend created
-	fn              map[string]cu.Function
+	ctx     cu.Context
+	compute cu.Stream
+	events  []cu.Event // every event the backend created
+	fn      map[string]cu.Function
 }
 
 func (g *gpu) setCurrent() error { return cu.SetCurrent(g.ctx) }
@@ -74,18 +74,11 @@ func (g *gpu) launch(name string, grid, block [3]uint32, shared uint32, params u
 func (g *gpu) alloc(n int64) (cu.DevPtr, error) { return cu.MemAlloc(n) }
 func (g *gpu) free(p cu.DevPtr) error           { return cu.MemFree(p) }
 
-func (g *gpu) stream(copy bool) cu.Stream {
-	if copy {
-		return g.copier
-	}
-	return g.compute
-}
-
-func (g *gpu) copyAsync(dst cu.DevPtr, src []byte, copy bool) error {
+func (g *gpu) copyAsync(dst cu.DevPtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return cu.CopyHtoDAsync(dst, unsafe.Pointer(&src[0]), int64(len(src)), g.stream(copy))
+	return cu.CopyHtoDAsync(dst, unsafe.Pointer(&src[0]), int64(len(src)), g.compute)
 }
 
 func (g *gpu) newEvent() (event, error) {
@@ -95,22 +88,6 @@ func (g *gpu) newEvent() (event, error) {
 	}
 	g.events = append(g.events, e)
 	return e, nil
-}
-
-func (g *gpu) record(e event, copy bool) error {
-	ev, ok := e.(cu.Event)
-	if !ok {
-		return fmt.Errorf("cuda: record of a foreign event %T", e)
-	}
-	return ev.Record(g.stream(copy))
-}
-
-func (g *gpu) wait(copy bool, e event) error {
-	ev, ok := e.(cu.Event)
-	if !ok {
-		return fmt.Errorf("cuda: wait on a foreign event %T", e)
-	}
-	return g.stream(copy).Wait(ev)
 }
 
 func (g *gpu) syncEvent(e event) error {
@@ -139,7 +116,7 @@ func (g *gpu) destroyStream(s stream) error {
 	if !ok {
 		return fmt.Errorf("cuda: destroy of a foreign stream %T", s)
 	}
-	if cs == g.compute || cs == g.copier {
+	if cs == g.compute {
 		return nil // the backend's own: destroyed with the context
 	}
 	return cs.Destroy()

@@ -6,46 +6,73 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
+	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
 // The host side of the backend (memory accounting, the resident cache,
-// staging with streams and events) on a fake device: two simulated
-// streams whose operations run in an adversarial order — the copy stream
-// as far ahead as its waits allow — so a missing event would show as a
-// kernel reading a slot that was overwritten.
+// pinning) and offload.Runtime driving it through OffloadDevice, on a fake
+// driver whose streams run in an adversarial order — every other stream
+// (the runtime's copy stream) as far ahead as its waits allow before each
+// operation of the compute stream — so a missing fence shows as a kernel
+// reading device bytes that a later copy overwrote.
 
+// simOp is one operation queued on a simulated stream.
 type simOp struct {
 	kind string // "copy", "record", "wait", "use"
 	p    cu.DevPtr
-	key  hostKey
+	n    int64
+	src  uintptr // copy: the host address copied from; use: the one p must hold
 	ev   *simEvent
 	gen  int
 }
 
 type simEvent struct{ queued, done int }
 
+type simStream struct{ ops []simOp }
+
+// region is an executed copy: device bytes [p, p+n) hold host bytes from src.
+type region struct {
+	p   cu.DevPtr
+	n   int64
+	src uintptr
+}
+
+// fakeDev is a driver that runs nothing but orders everything: copies,
+// records, waits and the matrix products' reads of their weights.
 type fakeDev struct {
 	next      cu.DevPtr
 	live      map[cu.DevPtr]int64
-	streams   [2][]simOp // 0: compute, 1: copy
-	contents  map[cu.DevPtr]hostKey
+	streams   []*simStream
+	compute   *simStream
+	mem       []region
 	syncs     int
 	registers int
 	regs      []span
 	failAlloc bool
+
+	// expect is the host address the next matrix product's weight must
+	// hold on the device (0: not checked); uses counts the checked reads.
+	expect uintptr
+	uses   int
+	err    error
 }
 
 func newFake() *fakeDev {
-	return &fakeDev{next: 1 << 20, live: map[cu.DevPtr]int64{}, contents: map[cu.DevPtr]hostKey{}}
+	f := &fakeDev{next: 1 << 20, live: map[cu.DevPtr]int64{}}
+	f.compute = f.newSim()
+	return f
 }
 
-func sid(copy bool) int {
-	if copy {
-		return 1
-	}
-	return 0
+func (f *fakeDev) newSim() *simStream {
+	s := &simStream{}
+	f.streams = append(f.streams, s)
+	return s
 }
 
 func (f *fakeDev) alloc(n int64) (cu.DevPtr, error) {
@@ -66,25 +93,21 @@ func (f *fakeDev) free(p cu.DevPtr) error {
 	return nil
 }
 
-func (f *fakeDev) copyAsync(dst cu.DevPtr, src []byte, copy bool) error {
-	f.streams[sid(copy)] = append(f.streams[sid(copy)], simOp{kind: "copy", p: dst, key: keyOf(src)})
+func addr(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+func (f *fakeDev) queue(s *simStream, op simOp) { s.ops = append(s.ops, op) }
+
+func (f *fakeDev) copyAsync(dst cu.DevPtr, src []byte) error {
+	f.queue(f.compute, simOp{kind: "copy", p: dst, n: int64(len(src)), src: addr(src)})
 	return nil
 }
 
 func (f *fakeDev) newEvent() (event, error) { return &simEvent{}, nil }
-
-func (f *fakeDev) record(e event, copy bool) error {
-	ev := e.(*simEvent)
-	ev.queued++
-	f.streams[sid(copy)] = append(f.streams[sid(copy)], simOp{kind: "record", ev: ev, gen: ev.queued})
-	return nil
-}
-
-func (f *fakeDev) wait(copy bool, e event) error {
-	ev := e.(*simEvent)
-	f.streams[sid(copy)] = append(f.streams[sid(copy)], simOp{kind: "wait", ev: ev, gen: ev.queued})
-	return nil
-}
 
 // syncEvent runs the streams until e's last record has run.
 func (f *fakeDev) syncEvent(e event) error {
@@ -95,7 +118,7 @@ func (f *fakeDev) syncEvent(e event) error {
 			return errors.New("deadlock waiting for an event")
 		}
 	}
-	return nil
+	return nil // a stale read is drain's error
 }
 
 // register refuses, as the driver does, a range overlapping a registered
@@ -112,71 +135,143 @@ func (f *fakeDev) register(addr, n uintptr) error {
 	return nil
 }
 
-// use queues a kernel on the compute stream that reads p, which must then
-// hold key.
-func (f *fakeDev) use(p cu.DevPtr, key hostKey) {
-	f.streams[0] = append(f.streams[0], simOp{kind: "use", p: p, key: key})
+func (f *fakeDev) setCurrent() error { return nil }
+
+// sync runs the compute stream (and what it waits for) to its end.
+func (f *fakeDev) sync() error {
+	f.syncs++
+	for len(f.compute.ops) > 0 {
+		if !f.step() {
+			return errors.New("deadlock: the compute stream waits forever")
+		}
+	}
+	return nil
+}
+func (f *fakeDev) memset(cu.DevPtr, int64) error              { return nil }
+func (f *fakeDev) copyDtoD(dst, src cu.DevPtr, n int64) error { return nil }
+func (f *fakeDev) download(dst []byte, src cu.DevPtr) error   { return nil }
+func (f *fakeDev) pin([]byte) error                           { return nil }
+func (f *fakeDev) unpin([]byte) error                         { return nil }
+
+// launch queues, for a matrix product, the read of its weight (argument
+// 4 of both kernels' signatures) on the compute stream.
+func (f *fakeDev) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) error {
+	if name != "matmul_fma" && name != "matmul_mma_bf16" {
+		return nil
+	}
+	cells := (*[24]unsafe.Pointer)(params)
+	w := cu.DevPtr(*(*uint64)(cells[4]))
+	if f.expect != 0 {
+		f.queue(f.compute, simOp{kind: "use", p: w, src: f.expect})
+	}
+	return nil
 }
 
-var errStale = errors.New("a kernel read a slot overwritten by a later copy")
+func (f *fakeDev) newStream() (stream, error) { return f.newSim(), nil }
+func (f *fakeDev) destroyStream(stream) error { return nil }
+func (f *fakeDev) destroyEvent(event) error   { return nil }
+func (f *fakeDev) computeStream() stream      { return f.compute }
+func (f *fakeDev) setCompute(s stream) error {
+	if err := f.sync(); err != nil {
+		return err
+	}
+	f.compute = s.(*simStream)
+	return nil
+}
+func (f *fakeDev) copyOn(s stream, dst cu.DevPtr, src []byte) error {
+	f.queue(s.(*simStream), simOp{kind: "copy", p: dst, n: int64(len(src)), src: addr(src)})
+	return nil
+}
+func (f *fakeDev) recordOn(e event, s stream) error {
+	ev := e.(*simEvent)
+	ev.queued++
+	f.queue(s.(*simStream), simOp{kind: "record", ev: ev, gen: ev.queued})
+	return nil
+}
+func (f *fakeDev) waitOn(s stream, e event) error {
+	ev := e.(*simEvent)
+	f.queue(s.(*simStream), simOp{kind: "wait", ev: ev, gen: ev.queued})
+	return nil
+}
+
+var errStale = errors.New("a kernel read device bytes other than its weight's (a copy overwrote them, or had not landed)")
+
+// holds is the host address whose bytes device address p holds now (the
+// latest executed copy covering it), 0 if none.
+func (f *fakeDev) holds(p cu.DevPtr) uintptr {
+	for i := len(f.mem) - 1; i >= 0; i-- {
+		r := f.mem[i]
+		if p >= r.p && int64(p-r.p) < r.n {
+			return r.src + uintptr(p-r.p)
+		}
+	}
+	return 0
+}
 
 // runOne runs the head of stream s if it can; it reports progress.
-func (f *fakeDev) runOne(s int) (bool, error) {
-	if len(f.streams[s]) == 0 {
-		return false, nil
+func (f *fakeDev) runOne(s *simStream) bool {
+	if len(s.ops) == 0 {
+		return false
 	}
-	op := f.streams[s][0]
+	op := s.ops[0]
 	switch op.kind {
 	case "wait":
 		if op.ev.done < op.gen {
-			return false, nil
+			return false
 		}
 	case "record":
 		op.ev.done = op.gen
 	case "copy":
-		f.contents[op.p] = op.key
+		f.mem = append(f.mem, region{op.p, op.n, op.src})
 	case "use":
-		if f.contents[op.p] != op.key {
-			return false, errStale
+		f.uses++
+		if f.holds(op.p) != op.src && f.err == nil {
+			f.err = errStale
 		}
 	}
-	f.streams[s] = f.streams[s][1:]
-	return true, nil
+	s.ops = s.ops[1:]
+	return true
 }
 
-// step runs the copy stream as far as it goes, then one compute op.
+// step runs every stream but the compute stream as far as it goes, then
+// one operation of the compute stream.
 func (f *fakeDev) step() bool {
 	progress := false
-	for {
-		ok, err := f.runOne(1)
-		if err != nil {
-			panic(err)
+	for more := true; more; {
+		more = false
+		for _, s := range f.streams {
+			for s != f.compute && f.runOne(s) {
+				more, progress = true, true
+			}
 		}
-		if !ok {
-			break
-		}
-		progress = true
 	}
-	ok, err := f.runOne(0)
-	if err != nil {
-		panic(err)
-	}
-	return progress || ok
+	return f.runOne(f.compute) || progress
 }
 
-// drain runs everything queued, returning errStale on a stale read.
-func (f *fakeDev) drain() (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = r.(error)
+// drain runs everything queued; the first stale read is its error.
+func (f *fakeDev) drain() error {
+	for {
+		pending := false
+		for _, s := range f.streams {
+			pending = pending || len(s.ops) > 0
 		}
-	}()
-	for len(f.streams[0])+len(f.streams[1]) > 0 {
+		if !pending {
+			return f.err
+		}
 		if !f.step() {
-			return errors.New("deadlock: both streams wait")
+			return errors.New("deadlock: every stream waits")
 		}
 	}
-	return nil
+}
+
+// onFake is a CUDA backend on f.
+func onFake(t *testing.T, f *fakeDev, o Options, limit int64) *CUDA {
+	t.Helper()
+	c := newOn(o, f)
+	if err := c.start(limit); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestAllocatorLimit(t *testing.T) {
@@ -219,151 +314,33 @@ func TestAllocatorLimit(t *testing.T) {
 	}
 }
 
+// Weights bound without Dev are uploaded once, by their host bytes; past
+// the limit that is an out-of-memory error, not a fallback to streaming
+// (the backend streams nothing: offload.Runtime does).
 func TestResidentCache(t *testing.T) {
 	f := newFake()
 	a := newAllocator(f, 1<<20)
-	s, err := newWeightStore(f, a, storeOptions{})
+	s := newResidentCache(f, a)
+	w1, w2 := make([]byte, 1000), make([]byte, 3000)
+	p1, err := s.get("w1", w1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w1, w2 := make([]byte, 1000), make([]byte, 3000)
-	p1, slot, err := s.get("w1", w1)
-	if err != nil || slot != -1 {
-		t.Fatal(err, slot)
-	}
-	if p, _, _ := s.get("w1", w1); p != p1 {
+	if p, _ := s.get("w1", w1); p != p1 {
 		t.Fatal("the same bytes were uploaded twice")
 	}
-	if _, _, err := s.get("w2", w2); err != nil {
+	if _, err := s.get("w2", w2); err != nil {
 		t.Fatal(err)
 	}
 	// A row block of w2 is other bytes: its own upload.
-	if _, _, err := s.get("w2 rows", w2[1000:2000]); err != nil {
+	if _, err := s.get("w2 rows", w2[1000:2000]); err != nil {
 		t.Fatal(err)
 	}
-	if s.uploads != 3 || s.uploaded != 5000 {
-		t.Fatalf("%d uploads of %d bytes", s.uploads, s.uploaded)
+	if s.uploads != 3 || s.bytes != 5000 {
+		t.Fatalf("%d uploads of %d bytes", s.uploads, s.bytes)
 	}
-	if err := f.drain(); err != nil {
-		t.Fatal(err)
-	}
-	// Without streaming, a weight past the limit is an out-of-memory error.
-	if _, _, err := s.get("big", make([]byte, 2<<20)); !errors.Is(err, offload.ErrOutOfMemory) {
+	if _, err := s.get("big", make([]byte, 2<<20)); !errors.Is(err, offload.ErrOutOfMemory) {
 		t.Fatalf("a weight past the limit: %v", err)
-	}
-}
-
-// Streamed weights go through the slots: every kernel reads the bytes of
-// its own weight however far the copy stream runs ahead, each slot's next
-// copy waits for the kernels that read it, and the allocator stays within
-// its limit; weights the plan makes resident are uploaded once.
-func TestStagingOrder(t *testing.T) {
-	for _, slots := range []int{2, 3} {
-		f := newFake()
-		a := newAllocator(f, 64<<10)
-		place := func(name string) offload.Placement {
-			if name[0] == 's' {
-				return offload.Streamed
-			}
-			return offload.Resident
-		}
-		s, err := newWeightStore(f, a, storeOptions{Stream: true, Slots: slots, SlotBytes: 4096, Place: place})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws := make([][]byte, 6)
-		for i := range ws {
-			ws[i] = make([]byte, 4096-256*i)
-		}
-		res := make([]byte, 512)
-		for frame := 0; frame < 4; frame++ {
-			for i, w := range ws {
-				p, slot, err := s.get(fmt.Sprintf("s%d", i), w)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if slot < 0 {
-					t.Fatalf("streamed weight %d was not staged", i)
-				}
-				f.use(p, keyOf(w))
-				if err := s.release(slot); err != nil {
-					t.Fatal(err)
-				}
-				rp, rs, err := s.get("resident", res)
-				if err != nil || rs != -1 {
-					t.Fatal(err, rs)
-				}
-				f.use(rp, keyOf(res))
-			}
-		}
-		if err := f.drain(); err != nil {
-			t.Fatalf("%d slots: %v", slots, err)
-		}
-		if s.stages != 24 || s.uploads != 1 || a.used > a.limit {
-			t.Fatalf("%d slots: %d stages, %d uploads, %d of %d bytes", slots, s.stages, s.uploads, a.used, a.limit)
-		}
-		if f.registers == 0 || s.pinFailed != nil {
-			t.Fatalf("%d host registrations, %v", f.registers, s.pinFailed)
-		}
-	}
-}
-
-// Without the release events the same sequence reads stale slots: the
-// check above would catch a missing event.
-func TestStagingWithoutReleaseIsStale(t *testing.T) {
-	f := newFake()
-	a := newAllocator(f, 64<<10)
-	s, err := newWeightStore(f, a, storeOptions{Stream: true, Slots: 2, SlotBytes: 4096, Place: func(string) offload.Placement { return offload.Streamed }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Let the compute stream block first so that the copies race ahead.
-	gate, _ := f.newEvent()
-	f.wait(false, gate)
-	for i := 0; i < 4; i++ {
-		w := make([]byte, 1000+i)
-		p, _, err := s.get("s", w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.use(p, keyOf(w))
-		// No release: the slot's reuse does not wait for this use.
-	}
-	_ = f.record(gate, true)
-	if err := f.drain(); !errors.Is(err, errStale) {
-		t.Fatalf("without release events: %v, want a stale read", err)
-	}
-}
-
-// Past the resident budget, streaming takes over instead of failing; a
-// weight larger than a slot grows it after the slot's last use.
-func TestStreamingFallbackAndGrowth(t *testing.T) {
-	f := newFake()
-	a := newAllocator(f, 64<<10)
-	s, err := newWeightStore(f, a, storeOptions{Stream: true, ResidentLimit: 8 << 10, SlotBytes: 2048})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var staged int
-	for i := 0; i < 6; i++ {
-		w := make([]byte, 3000+512*i)
-		p, slot, err := s.get(fmt.Sprintf("w%d", i), w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slot >= 0 {
-			staged++
-		}
-		f.use(p, keyOf(w))
-		if err := s.release(slot); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if s.residentBytes > 8<<10 || staged != 4 || s.uploads != 2 {
-		t.Fatalf("%d resident bytes, %d staged, %d uploads", s.residentBytes, staged, s.uploads)
-	}
-	if f.syncs == 0 {
-		t.Fatal("a slot grew without waiting for its last use")
 	}
 	if err := f.drain(); err != nil {
 		t.Fatal(err)
@@ -397,39 +374,35 @@ func TestReleaseReaps(t *testing.T) {
 	}
 }
 
-// Neighbouring weights of one checkpoint share boundary pages: each page
-// is registered once, and every streamed weight's bytes end up pinned.
+// Neighbouring units of one packing share boundary pages: each page is
+// registered once, and every copied unit's bytes end up pinned.
 func TestPinSharedPages(t *testing.T) {
 	f := newFake()
-	a := newAllocator(f, 1<<20)
-	s, err := newWeightStore(f, a, storeOptions{Stream: true, SlotBytes: 64 << 10, Place: func(string) offload.Placement { return offload.Streamed }})
+	c := onFake(t, f, Options{}, 64<<20)
+	d := c.OffloadDevice()
+	s, _ := d.NewStream()
+	page := int(c.rc.pageSize)
+	file := make([]byte, 16*page)
+	base := (page - int(addr(file))%page) % page
+	// Units straddling pages, copied out of order, one twice.
+	cuts := []int{base + 100, base + page + 7, base + 3*page, base + 5*page + 1, base + 9*page + 300, base + 12*page}
+	order := []int{2, 0, 4, 1, 3, 2}
+	buf, err := d.Alloc("slot", 8*int64(page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := int(s.pageSize)
-	file := make([]byte, 16*page)
-	base := (page - int(uintptr(unsafe.Pointer(&file[0])))%page) % page
-	// Weights straddling pages, used out of order, one used twice.
-	cuts := []int{base + 100, base + page + 7, base + 3*page, base + 5*page + 1, base + 9*page + 300, base + 12*page}
-	order := []int{2, 0, 4, 1, 3, 2}
 	for _, i := range order {
-		w := file[cuts[i]:cuts[i+1]]
-		p, slot, err := s.get(fmt.Sprintf("w%d", i), w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.use(p, keyOf(w))
-		if err := s.release(slot); err != nil {
+		if err := d.CopyAsync(s, buf, 0, file[cuts[i]:cuts[i+1]]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.pinFailed != nil {
-		t.Fatalf("pinning failed: %v", s.pinFailed)
+	if c.rc.pinFailed != nil {
+		t.Fatalf("pinning failed: %v", c.rc.pinFailed)
 	}
 	for i := 0; i+1 < len(cuts); i++ {
-		lo, hi := uintptr(unsafe.Pointer(&file[cuts[i]])), uintptr(unsafe.Pointer(&file[cuts[i+1]-1]))+1
-		if len(uncovered(s.pinned, span{lo, hi})) != 0 {
-			t.Fatalf("weight %d is not wholly pinned", i)
+		lo, hi := addr(file[cuts[i]:]), addr(file[cuts[i+1]-1:])+1
+		if len(uncovered(c.rc.pinned, span{lo, hi})) != 0 {
+			t.Fatalf("unit %d is not wholly pinned", i)
 		}
 	}
 	if err := f.drain(); err != nil {
@@ -478,3 +451,154 @@ func TestReservations(t *testing.T) {
 		t.Fatal(err, a.used, a.peak)
 	}
 }
+
+// dropCopyWaits is an offload.Device that loses the copy stream's waits
+// (the stream the runtime creates first): a staging copy no longer waits
+// for the compute that read the slot before.
+type dropCopyWaits struct {
+	offload.Device
+	copyS offload.Stream
+}
+
+func (d *dropCopyWaits) NewStream() (offload.Stream, error) {
+	s, err := d.Device.NewStream()
+	if d.copyS == nil {
+		d.copyS = s
+	}
+	return s, err
+}
+
+func (d *dropCopyWaits) StreamWait(s offload.Stream, f offload.Fence) error {
+	if s == d.copyS {
+		return nil
+	}
+	return d.Device.StreamWait(s, f)
+}
+
+// runPlanOnFake executes a plan of units (streamed, on the CPU, resident
+// in a pattern) with offload.Runtime on the backend's OffloadDevice, the
+// backend queued on the runtime's compute stream as a --cpu-offload job
+// does, for frames frames: per unit, two matrix products from weights
+// bound to the view the runtime hands out (Dev+DevOffset, or OnCPU for a
+// CPU unit). It returns the fake (drained: its error is the first stale
+// read) and the number of products checked.
+func runPlanOnFake(t *testing.T, wrap func(offload.Device) offload.Device, frames int) (*fakeDev, int, error) {
+	t.Helper()
+	f := newFake()
+	c := onFake(t, f, Options{ComputeDType: "f32", CPU: testCPU()}, 64<<20)
+	defer c.Close()
+	plan := fakePlan(t)
+	units := plan.Units()
+	host := make([][]byte, len(units))
+	for i, u := range units {
+		host[i] = make([]byte, u.Bytes)
+	}
+	var dev offload.Device = c.OffloadDevice()
+	if wrap != nil {
+		dev = wrap(dev)
+	}
+	rt, err := offload.NewRuntime(plan, dev, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.DeviceCompute = true
+	if err := c.UseRuntimeStream(rt.ComputeStream()); err != nil {
+		t.Fatal(err)
+	}
+	const rows, cols = 4, 64
+	x, y := c.NewActs(2, cols), c.NewActs(2, rows)
+	checked := 0
+	for fr := 0; fr < frames; fr++ {
+		if err := rt.BeginFrame(); err != nil {
+			t.Fatal(err)
+		}
+		for u := range units {
+			v, err := rt.Acquire(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, off := range []int64{0, int64(len(host[u])) - rows*cols*2} {
+				w := &backend.Weight{Name: fmt.Sprintf("%s@%d", units[u].Name, off), Rows: rows, Cols: cols, DType: weights.BF16,
+					Host: host[u][off : off+rows*cols*2]}
+				f.expect = 0
+				if v.Buf != nil {
+					w.Dev, w.DevOffset = v.Buf, v.Off+off
+					f.expect = addr(w.Host)
+					checked++
+				} else {
+					w.OnCPU = true
+				}
+				c.MatMul(y, x, w)
+			}
+			f.expect = 0
+			if err := rt.Release(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rt.EndFrame(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.Close(); err != nil {
+		return f, checked, err
+	}
+	return f, checked, f.drain()
+}
+
+// Streaming lives in offload.Runtime alone: on the backend's OffloadDevice,
+// with the copy stream as far ahead as its fences allow, every kernel of a
+// streamed or resident unit reads its own unit's bytes, every frame; CPU
+// units launch nothing (their products run on the CPU backend). Without
+// the copy stream's waits on the slots' release fences, the same run reads
+// overwritten slots, which the check catches.
+func TestRuntimeStreamsOnOffloadDevice(t *testing.T) {
+	f, checked, err := runPlanOnFake(t, nil, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := fakePlan(t).Units()
+	onDevice := 0
+	for i := range units {
+		if i%5 != 2 {
+			onDevice++
+		}
+	}
+	if checked != 3*2*onDevice || f.uses != checked {
+		t.Fatalf("%d products on device units checked, %d reads ran, want %d", checked, f.uses, 3*2*onDevice)
+	}
+	if f.registers == 0 {
+		t.Fatal("the units' host bytes were never pinned")
+	}
+	_, _, err = runPlanOnFake(t, func(d offload.Device) offload.Device { return &dropCopyWaits{Device: d} }, 3)
+	if !errors.Is(err, errStale) {
+		t.Fatalf("without the release fences' waits: %v, want a stale read", err)
+	}
+}
+
+// fakePlan places the tiny model's units streamed, streamed, on the CPU,
+// streamed, resident in turn (consecutive streamed units reuse the two
+// staging slots).
+func fakePlan(t *testing.T) *offload.Plan {
+	t.Helper()
+	cfg, err := config.Load("../../../testdata/tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	units, err := lm.Units(&cfg.LM, offload.DefaultDepSteps(&cfg.LM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := make([]offload.Placement, len(units.Units))
+	for i := range where {
+		where[i] = []offload.Placement{offload.Streamed, offload.Streamed, offload.CPU, offload.Streamed, offload.Resident}[i%5]
+	}
+	p := offload.NewProblem(units, offload.Workload{Batch: 1}, offload.DefaultFigures(), 1<<40, 0)
+	p.Workspace = 1 << 20
+	plan, err := p.Evaluate(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+func testCPU() backend.Backend { return cpu.Default() }

@@ -12,23 +12,18 @@ import (
 )
 
 // device is the part of the driver the host side of the backend uses
-// (memory, copies on the compute or copy stream, events); *gpu implements
-// it with the driver, and the tests with a fake that records every call,
-// so that accounting, staging and stream/event ordering are tested without
-// a GPU.
+// (memory, copies on the compute stream, events); *gpu implements it with
+// the driver, and the tests with fakes that record every call, so that
+// accounting, the resident cache and stream/event ordering are tested
+// without a GPU.
 type device interface {
 	alloc(n int64) (cu.DevPtr, error)
 	free(p cu.DevPtr) error
-	// copyAsync queues a host-to-device copy on the copy stream (copy) or
-	// the compute stream.
-	copyAsync(dst cu.DevPtr, src []byte, copy bool) error
-	// newEvent makes an event; record records it on that stream (replacing
-	// its previous record: a wait queued before waits for the old one);
-	// wait makes that stream wait for e's last record; syncEvent blocks the
-	// host until it has passed.
+	// copyAsync queues a host-to-device copy on the compute stream.
+	copyAsync(dst cu.DevPtr, src []byte) error
+	// newEvent makes an event (offload.Device.NewFence); syncEvent blocks
+	// the host until its last record has passed (offload.Device.Wait).
 	newEvent() (event, error)
-	record(e event, copy bool) error
-	wait(copy bool, e event) error
 	syncEvent(e event) error
 	// register pins host memory (best effort: an error means copies from
 	// it are staged by the driver).

@@ -134,9 +134,7 @@ func (d *offloadDevice) CopyAsync(s offload.Stream, dst offload.Buffer, off int6
 	if !d.enter() {
 		return errClosed
 	}
-	if d.c.ws.pinFailed == nil {
-		d.c.ws.pin(src)
-	}
+	d.c.rc.pin(src)
 	return d.c.drv.copyOn(s, x.Ptr+cu.DevPtr(off), src)
 }
 
