@@ -23,35 +23,109 @@ package audio
 //     mp3.go parses that header and trims as ffmpeg does (gapless), and takes
 //     the left channel of mono files. Measured against ffmpeg's float
 //     decoder: max abs difference 3.9e-5 (16-bit output rounding), SNR 73 dB.
-//   - Ogg Vorbis: github.com/jfreymuth/oggvorbis (pure Go, used by Ebitengine
-//     too; small and stable, last release v1.0.5). Max abs difference from
-//     ffmpeg's decoding 1.5e-7. It ends the stream at the last page's granule
-//     position (the encoded length); Debian 12's ffmpeg 5.1 returns the whole
-//     last block instead (96 / 80 samples more on the fixtures): the tests
-//     compare the common length and check ours is the encoded one.
+//   - Ogg Vorbis: github.com/jfreymuth/vorbis (pure Go, the packet decoder
+//     under jfreymuth/oggvorbis, which Ebitengine uses; small and stable),
+//     with the Ogg layer, header validation, the length check and the
+//     granule trimming ours (vorbis.go says why). Max abs difference from
+//     ffmpeg's decoding 1.5e-7. The stream ends at the last page's granule
+//     position (the encoded length); Debian 12's ffmpeg 5.1 returns the
+//     whole last block instead (96 / 80 samples more on the fixtures): the
+//     tests compare the common length and check ours is the encoded one.
 //   - Opus: not read. The pure-Go Opus decoders found (github.com/pion/opus:
 //     SILK only, no CELT, so most files fail; and one-author projects with
 //     no release history) are not ones to rely on; Opus input gets an error
 //     naming the ffmpeg command that converts it.
 //
 // Bounds: a compressed file can expand a thousandfold (a FLAC frame of a
-// constant signal is a few bytes for 65535 samples), so nothing is allocated
-// from a length the file declares; samples are appended as decoded and the
-// total is capped at maxDecodedSamples. Every decoder error, panic or
-// overrun becomes a one-line FormatError naming the file.
+// constant signal is a few bytes for 65535 samples), so the decoded length
+// is bounded by the caller's Limits before it is allocated: against the
+// length the header declares (FLAC STREAMINFO, the last Ogg page's granule
+// position, the MP3 Xing frame count) up front, and against the samples as
+// they are decoded. Storage is pre-sized from a declared length only after
+// that length passed the limit, and otherwise grows by doubling capped at the
+// limit. Every decoder error, panic or overrun becomes a one-line
+// FormatError naming the file.
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"strconv"
 	"strings"
 )
 
-// maxDecodedSamples caps the samples (all channels together) a compressed
-// file may decode to: 2^28 float32 samples are 1 GiB, 3.1 hours of 24 kHz
-// mono or 46 minutes of 48 kHz stereo. A variable so tests can lower it.
-var maxDecodedSamples int64 = 1 << 28
+// DefaultMaxSamples is the decoded-size limit used when Limits.MaxSamples is
+// 0: 2^28 float32 samples are 1 GiB, 3.1 hours of 24 kHz mono or 46 minutes
+// of 48 kHz stereo.
+const DefaultMaxSamples int64 = 1 << 28
+
+// maxDecodedSamples is the limit in force when Limits.MaxSamples is 0 (a
+// variable so tests can lower it).
+var maxDecodedSamples = DefaultMaxSamples
+
+// Limits bounds what decoding an input may allocate.
+type Limits struct {
+	// MaxSamples caps the float32 samples a decoded file may hold, all kept
+	// channels together (ReadLimits keeps every channel, LoadMonoLimits the
+	// first), and separately the resampled copy LoadMonoLimits makes; so
+	// LoadMonoLimits holds at most 8·MaxSamples bytes of samples at once. A
+	// file over the limit fails with a one-line error saying how long it is
+	// and how long a file the limit allows. 0 means DefaultMaxSamples.
+	MaxSamples int64
+}
+
+func (l Limits) maxSamples() int64 {
+	if l.MaxSamples <= 0 {
+		return maxDecodedSamples
+	}
+	return l.MaxSamples
+}
+
+// tooLong is the error for a file whose decoded length (frames per channel;
+// at least that many when !exact) is over the limit.
+func (l Limits) tooLong(name string, frames int64, exact bool, rate, channels int) error {
+	lim := l.maxSamples()
+	capFrames := lim / int64(max(channels, 1))
+	what := fmt.Sprintf("decodes to %s at %d Hz, more than the %s", duration(frames, rate), rate, duration(capFrames, rate))
+	if !exact {
+		what = fmt.Sprintf("decodes to more than the %s at %d Hz", duration(capFrames, rate), rate)
+	}
+	return formatErr(name, "%s this job can hold (%s of samples); cut the file (ffmpeg -i %s -t %s out.wav) or give the job more memory",
+		what, gib(lim*4), name, strconv.FormatFloat(math.Floor(float64(capFrames)/float64(max(rate, 1))*100)/100, 'f', -1, 64))
+}
+
+// duration renders frames at rate Hz as "2 h 47 min", "12 min 5 s", "35 s"
+// or "0.25 s".
+func duration(frames int64, rate int) string {
+	if rate <= 0 {
+		return fmt.Sprintf("%d samples", frames)
+	}
+	s := frames / int64(rate)
+	switch {
+	case s >= 3600:
+		return fmt.Sprintf("%d h %d min", s/3600, s%3600/60)
+	case s >= 60:
+		return fmt.Sprintf("%d min %d s", s/60, s%60)
+	case s >= 10:
+		return fmt.Sprintf("%d s", s)
+	}
+	return fmt.Sprintf("%.2f s", float64(frames)/float64(rate))
+}
+
+// gib renders a byte count in GiB, MiB or KiB.
+func gib(bytes int64) string {
+	switch {
+	case bytes >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(bytes)/(1<<30))
+	case bytes >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20))
+	}
+	return fmt.Sprintf("%.0f KiB", math.Ceil(float64(bytes)/(1<<10)))
+}
 
 // sniffLen is how many leading bytes detection looks at.
 const sniffLen = 64
@@ -69,6 +143,13 @@ const (
 	kindOggFLAC
 	kindOggOther
 	kindMPEGOther // MPEG audio layer I or II
+	kindAIFF      // AIFF or AIFF-C (aiff.go)
+	kindMP4       // ISO base media / QuickTime: .m4a, .mp4, .mov (AAC, ALAC)
+	kindMatroska  // Matroska / WebM
+	kindADTS      // raw AAC in ADTS frames
+	kindCAF       // Apple Core Audio Format
+	kindAU        // Sun/NeXT .au
+	kindASF       // ASF (WMA)
 )
 
 // sniff tells the format from the first bytes of a file.
@@ -96,6 +177,22 @@ func sniff(b []byte) kind {
 		return kindOggOther
 	case len(b) >= 3 && string(b[:3]) == "ID3":
 		return kindMP3 // an ID3v2 tag: MP3 follows (checked by the decoder)
+	case len(b) >= 12 && string(b[:4]) == "FORM" && (string(b[8:12]) == "AIFF" || string(b[8:12]) == "AIFC"):
+		return kindAIFF
+	case len(b) >= 8 && (string(b[4:8]) == "ftyp" || string(b[4:8]) == "moov" || string(b[4:8]) == "mdat" || string(b[4:8]) == "wide"):
+		return kindMP4
+	case len(b) >= 4 && string(b[:4]) == "\x1a\x45\xdf\xa3":
+		return kindMatroska // EBML header
+	case len(b) >= 4 && string(b[:4]) == "caff":
+		return kindCAF
+	case len(b) >= 4 && string(b[:4]) == ".snd":
+		return kindAU
+	case len(b) >= 16 && string(b[:16]) == "\x30\x26\xb2\x75\x8e\x66\xcf\x11\xa6\xd9\x00\xaa\x00\x62\xce\x6c":
+		return kindASF
+	case len(b) >= 7 && b[0] == 0xFF && b[1]&0xF6 == 0xF0 && (b[2]>>2)&0xF < 13 && int(b[3]&3)<<11|int(b[4])<<3|int(b[5]>>5) >= 7:
+		// ADTS: 12-bit sync, layer 0, a valid sampling-frequency index and
+		// a frame length of at least its 7-byte header.
+		return kindADTS
 	}
 	if h, ok := parseMPEGHeader(b); ok {
 		if h.layer == 3 {
@@ -109,32 +206,118 @@ func sniff(b []byte) kind {
 // DecodeReaderAt decodes an audio file of the given size read through r
 // (any format Read takes); name is used in error messages.
 func DecodeReaderAt(r io.ReaderAt, size int64, name string) (*Clip, error) {
+	return DecodeReaderAtLimits(r, size, name, Limits{})
+}
+
+// DecodeReaderAtLimits is DecodeReaderAt under lim.
+func DecodeReaderAtLimits(r io.ReaderAt, size int64, name string, lim Limits) (*Clip, error) {
+	return decodeAll(r, size, name, decodeOpts{lim: lim})
+}
+
+// decodeOpts is how one decoding runs: under lim, keeping every channel or
+// (firstOnly) channel 0 alone, the others left nil.
+type decodeOpts struct {
+	lim       Limits
+	firstOnly bool
+}
+
+func decodeAll(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, error) {
 	head := make([]byte, min(size, sniffLen))
 	if _, err := r.ReadAt(head, 0); err != nil && err != io.EOF {
 		return nil, formatErr(name, "reading header: %v", err)
 	}
 	k := sniff(head)
 	if k == kindWAV || k == kindUnknown && size < 12 {
-		return decodeWAV(r, size, name)
+		// WAV samples are at most the file's bytes: decoding is bounded by
+		// the file; the limit is checked on what it holds.
+		c, err := decodeWAVChannels(r, size, name, o.firstOnly)
+		if err != nil {
+			return nil, err
+		}
+		kept := int64(0)
+		for _, ch := range c.Channels {
+			if ch != nil {
+				kept++
+			}
+		}
+		if kept*int64(c.Frames()) > o.lim.maxSamples() {
+			return nil, o.lim.tooLong(name, int64(c.Frames()), true, c.SampleRate, int(kept))
+		}
+		return c, nil
 	}
 	in := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16)
 	switch k {
 	case kindFLAC:
-		return decodeFLAC(in, name)
+		return decodeFLAC(in, name, o)
 	case kindMP3:
-		return decodeMP3(r, size, name)
+		return decodeMP3(r, size, name, o)
 	case kindVorbis:
-		return decodeVorbis(in, name)
-	case kindOpus:
-		return nil, formatErr(name, "Ogg Opus is not supported (no well-kept pure-Go Opus decoder); convert it: ffmpeg -i %s out.wav", name)
-	case kindOggFLAC:
-		return nil, formatErr(name, "Ogg FLAC is not supported (plain .flac is); convert it: ffmpeg -i %s out.flac", name)
-	case kindOggOther:
-		return nil, formatErr(name, "Ogg file without a Vorbis stream (only Ogg Vorbis is supported)")
-	case kindMPEGOther:
-		return nil, formatErr(name, "MPEG audio layer I/II is not supported (MP3, layer III, is)")
+		return decodeVorbis(r, size, name, o)
+	case kindAIFF:
+		return decodeAIFFAny(r, size, name, o) // aiff.go
+	case kindOpus, kindOggFLAC, kindOggOther, kindMPEGOther, kindMP4, kindMatroska, kindADTS, kindCAF, kindAU, kindASF:
+		return decodeFFmpegKind(r, size, name, k, o) // ffmpeg.go
 	}
-	return nil, formatErr(name, "not a supported audio file (no WAV, FLAC, MP3 or Ogg Vorbis header)")
+	return nil, formatErr(name, "not a supported audio file (no WAV, AIFF, FLAC, MP3, Ogg, MP4/M4A, Matroska/WebM or MPEG audio header)")
+}
+
+// ReadLimits is Read under lim.
+func ReadLimits(path string, lim Limits) (*Clip, error) {
+	return readLimits(path, decodeOpts{lim: lim})
+}
+
+// LoadMonoLimits is LoadMonoContext under lim: the decoded file (its first
+// channel) and its copy resampled to rate are each held to lim.MaxSamples
+// samples, checked before either is allocated where the file declares its
+// length.
+func LoadMonoLimits(ctx context.Context, path string, rate int, lim Limits) ([]float32, error) {
+	if rate <= 0 {
+		return nil, fmt.Errorf("%s: invalid target sample rate %d", path, rate)
+	}
+	c, err := readLimits(path, decodeOpts{lim: lim, firstOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	if c.SampleRate < MinRate || c.SampleRate > MaxRate {
+		return nil, fmt.Errorf("%s: sample rate %d Hz is not an audio rate (%d..%d Hz)", path, c.SampleRate, MinRate, MaxRate)
+	}
+	if out := (int64(c.Frames())*int64(rate) + int64(c.SampleRate) - 1) / int64(c.SampleRate); out > lim.maxSamples() {
+		return nil, lim.tooLong(path, out, true, rate, 1)
+	}
+	out, err := ResampleContext(ctx, c.Channels[0], c.SampleRate, rate)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// readLimits opens path as Read does and decodes it with o.
+func readLimits(path string, o decodeOpts) (*Clip, error) {
+	// Before opening: opening a named pipe waits for a writer (a run would
+	// hang), and a pipe or a device has no size to read audio from.
+	if st, err := os.Stat(path); err == nil {
+		switch m := st.Mode(); {
+		case m.IsDir():
+			return nil, formatErr(path, "is a directory, not an audio file")
+		case m&os.ModeNamedPipe != 0:
+			return nil, formatErr(path, "is a pipe, not a file: write the audio to a file first")
+		case m&(os.ModeDevice|os.ModeCharDevice|os.ModeSocket) != 0:
+			return nil, formatErr(path, "is a device, not an audio file")
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(f, st.Size(), path, o)
 }
 
 // guard turns a panic of a third-party decoder into a one-line error. It is
@@ -150,31 +333,75 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// sampleSink collects decoded samples per channel under the size cap.
+// sampleSink collects decoded samples per channel under the limit.
 type sampleSink struct {
 	name, format string
-	chans        [][]float32
-	total        int64
+	rate         int
+	lim          Limits
+	chans        [][]float32 // nil for a channel not kept
+	kept         int         // channels kept
+	frames       int         // frames stored
+	maxFrames    int64
 }
 
-func newSink(name, format string, channels int) *sampleSink {
-	return &sampleSink{name: name, format: format, chans: make([][]float32, channels)}
-}
-
-// grow reserves n more frames; it fails past maxDecodedSamples.
-func (s *sampleSink) grow(n int) error {
-	s.total += int64(n) * int64(len(s.chans))
-	if s.total > maxDecodedSamples {
-		return formatErr(s.name, "%s data decodes to more than %d samples (the limit; cut or convert the file)", s.format, maxDecodedSamples)
+// newSink makes the store for a stream of the given channels and rate.
+// declared is the length in frames the header gives (0: unknown); past the
+// limit it is refused here, under it the store is sized for it.
+func newSink(name, format string, channels, rate int, declared int64, o decodeOpts) (*sampleSink, error) {
+	s := &sampleSink{name: name, format: format, rate: rate, lim: o.lim, chans: make([][]float32, channels), kept: channels}
+	if o.firstOnly {
+		s.kept = 1
 	}
-	return nil
+	s.maxFrames = o.lim.maxSamples() / int64(s.kept)
+	if declared > s.maxFrames {
+		return nil, o.lim.tooLong(name, declared, true, rate, s.kept)
+	}
+	for c := 0; c < s.kept; c++ {
+		s.chans[c] = make([]float32, 0, declared)
+	}
+	return s, nil
 }
 
-func (s *sampleSink) clip(rate int) (*Clip, error) {
-	if len(s.chans) == 0 || len(s.chans[0]) == 0 {
+// next makes room for n more frames and returns them, one slice of n per
+// channel (nil for a channel not kept) for the decoder to fill. It fails
+// past the limit. The store grows by doubling, never past the limit.
+func (s *sampleSink) next(n int) ([][]float32, error) {
+	if int64(s.frames)+int64(n) > s.maxFrames {
+		return nil, s.lim.tooLong(s.name, int64(s.frames)+int64(n), false, s.rate, s.kept)
+	}
+	end := s.frames + n
+	if end > cap(s.chans[0]) {
+		c := int(min(max(int64(2*cap(s.chans[0])), int64(end), 4096), s.maxFrames))
+		for i := 0; i < s.kept; i++ {
+			x := make([]float32, s.frames, c)
+			copy(x, s.chans[i])
+			s.chans[i] = x
+		}
+	}
+	out := make([][]float32, len(s.chans))
+	for i := 0; i < s.kept; i++ {
+		s.chans[i] = s.chans[i][:end]
+		out[i] = s.chans[i][s.frames:end]
+	}
+	s.frames = end
+	return out, nil
+}
+
+// trim keeps frames [start, end) of what was decoded.
+func (s *sampleSink) trim(start, end int) {
+	end = max(min(end, s.frames), 0)
+	start = max(min(start, end), 0)
+	for i := 0; i < s.kept; i++ {
+		s.chans[i] = s.chans[i][start:end]
+	}
+	s.frames = end - start
+}
+
+func (s *sampleSink) clip() (*Clip, error) {
+	if s.frames == 0 {
 		return nil, formatErr(s.name, "%s stream has no audio samples", s.format)
 	}
-	return &Clip{SampleRate: rate, Channels: s.chans}, nil
+	return &Clip{SampleRate: s.rate, Channels: s.chans}, nil
 }
 
 // mpegHeader is the part of an MPEG audio frame header mp3.go needs.

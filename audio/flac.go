@@ -14,7 +14,7 @@ import (
 // decode.go for why that library). Integer samples of b bits are divided by
 // 2^(b−1), as sphn (symphonia) and ffmpeg's float conversion do, so 16- and
 // 24-bit FLAC decode to exactly the float32 values of the same WAV.
-func decodeFLAC(r io.Reader, name string) (clip *Clip, err error) {
+func decodeFLAC(r io.Reader, name string, o decodeOpts) (clip *Clip, err error) {
 	quietFLACLog.Do(func() { log.SetOutput(&flacNagFilter{w: log.Writer()}) })
 	defer guard(name, "FLAC", &err)
 	st, err := flac.New(r)
@@ -26,7 +26,13 @@ func decodeFLAC(r io.Reader, name string) (clip *Clip, err error) {
 		return nil, formatErr(name, "bad FLAC header: %d channels at %d Hz", info.NChannels, info.SampleRate)
 	}
 	nch := int(info.NChannels)
-	sink := newSink(name, "FLAC", nch)
+	// STREAMINFO's total (0: unknown) is checked against the limit before
+	// anything is decoded.
+	declared := int64(min(info.NSamples, 1<<62))
+	sink, err := newSink(name, "FLAC", nch, int(info.SampleRate), declared, o)
+	if err != nil {
+		return nil, err
+	}
 	for n := 0; ; n++ {
 		fr, err := st.ParseNext()
 		if errors.Is(err, io.EOF) {
@@ -53,22 +59,30 @@ func decodeFLAC(r io.Reader, name string) (clip *Clip, err error) {
 		}
 		scale := 1 / float32(int64(1)<<(bps-1))
 		bs := int(fr.BlockSize)
-		if err := sink.grow(bs); err != nil {
-			return nil, err
-		}
 		for c, sf := range fr.Subframes {
 			if len(sf.Samples) < bs {
 				return nil, formatErr(name, "corrupt FLAC frame %d: channel %d has %d samples, want %d", n, c, len(sf.Samples), bs)
 			}
-			for _, v := range sf.Samples[:bs] {
-				sink.chans[c] = append(sink.chans[c], float32(v)*scale)
+		}
+		if declared > 0 && int64(sink.frames+bs) > declared {
+			return nil, formatErr(name, "corrupt FLAC stream: frame %d goes past the %d samples its header declares", n, declared)
+		}
+		dst, err := sink.next(bs)
+		if err != nil {
+			return nil, err
+		}
+		for c, sf := range fr.Subframes {
+			if d := dst[c]; d != nil {
+				for i, v := range sf.Samples[:bs] {
+					d[i] = float32(v) * scale
+				}
 			}
 		}
 	}
-	if ns := info.NSamples; ns != 0 && uint64(len(sink.chans[0])) < ns {
-		return nil, formatErr(name, "truncated FLAC stream: header says %d samples, only %d decoded", ns, len(sink.chans[0]))
+	if declared != 0 && int64(sink.frames) < declared {
+		return nil, formatErr(name, "truncated FLAC stream: header says %d samples, only %d decoded", declared, sink.frames)
 	}
-	return sink.clip(int(info.SampleRate))
+	return sink.clip()
 }
 
 // mewkiz/flac v1.0.14 prints, through the standard log package, a plea for

@@ -27,7 +27,7 @@ const maxID3Tags = 16
 // channel count (a mono file yields its left channel) and its Xing/LAME tag
 // the samples to drop, as ffmpeg's gapless trimming drops them: the Xing
 // frame, then encoder delay + 529 at the start, padding − 529 at the end.
-func decodeMP3(r io.ReaderAt, size int64, name string) (clip *Clip, err error) {
+func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip, err error) {
 	defer guard(name, "MP3", &err)
 	off, err := skipID3(r, size, name)
 	if err != nil {
@@ -53,12 +53,14 @@ func decodeMP3(r io.ReaderAt, size int64, name string) (clip *Clip, err error) {
 		return nil, formatErr(name, "no MP3 frame found after the ID3 tag")
 	}
 	skipStart, dropEnd := 0, 0
+	var declared int64 // frames the Xing/Info tag counts (0: unknown)
 	first := make([]byte, min(int64(h.frameBytes), size-off))
 	if _, err := r.ReadAt(first, off); err != nil && !errors.Is(err, io.EOF) {
 		return nil, formatErr(name, "reading MP3 data: %v", err)
 	}
 	if info, ok := parseXing(first, h); ok {
 		skipStart = h.samples // the Xing/Info frame itself
+		declared = int64(info.frames) * int64(h.samples)
 		if info.lame {
 			skipStart += info.delay + mp3Decoder
 			dropEnd = max(info.padding-mp3Decoder, 0)
@@ -79,21 +81,29 @@ func decodeMP3(r io.ReaderAt, size int64, name string) (clip *Clip, err error) {
 	if h.mono {
 		nch = 1
 	}
-	sink := newSink(name, "MP3", nch)
+	// The Xing count is checked against the limit before decoding; it is
+	// not trusted further (concatenated files make it short), so decoding
+	// past it only grows the store, under the limit.
+	sink, err := newSink(name, "MP3", nch, h.rate, declared, o)
+	if err != nil {
+		return nil, err
+	}
 	buf := make([]byte, 1<<16)
 	var carry int
 	for {
 		n, rerr := d.Read(buf[carry:])
 		n += carry
 		frames := n / 4
-		if err := sink.grow(frames); err != nil {
+		dst, err := sink.next(frames)
+		if err != nil {
 			return nil, err
 		}
-		for i := 0; i < frames; i++ {
-			p := buf[4*i:]
-			sink.chans[0] = append(sink.chans[0], float32(int16(uint16(p[0])|uint16(p[1])<<8))/32768)
-			if nch == 2 {
-				sink.chans[1] = append(sink.chans[1], float32(int16(uint16(p[2])|uint16(p[3])<<8))/32768)
+		for c := 0; c < nch; c++ {
+			if d := dst[c]; d != nil {
+				for i := range d {
+					p := buf[4*i+2*c:]
+					d[i] = float32(int16(uint16(p[0])|uint16(p[1])<<8)) / 32768
+				}
 			}
 		}
 		carry = copy(buf, buf[4*frames:n])
@@ -101,21 +111,16 @@ func decodeMP3(r io.ReaderAt, size int64, name string) (clip *Clip, err error) {
 			break
 		}
 		if rerr != nil {
-			if len(sink.chans[0]) > 0 && isMP3Truncation(rerr) {
+			if sink.frames > 0 && isMP3Truncation(rerr) {
 				// A cut-off last frame: what was decoded is kept, as
 				// ffmpeg and symphonia keep it.
 				break
 			}
-			return nil, formatErr(name, "corrupt MP3 data after %d samples: %s", len(sink.chans[0]), mp3Err(rerr))
+			return nil, formatErr(name, "corrupt MP3 data after %d samples: %s", sink.frames, mp3Err(rerr))
 		}
 	}
-	for c := range sink.chans {
-		x := sink.chans[c]
-		end := max(len(x)-dropEnd, 0)
-		start := min(skipStart, end)
-		sink.chans[c] = x[start:end]
-	}
-	return sink.clip(h.rate)
+	sink.trim(skipStart, sink.frames-dropEnd)
+	return sink.clip()
 }
 
 func mp3Err(err error) string { return oneLine(err.Error()) }
@@ -158,6 +163,7 @@ func skipID3(r io.ReaderAt, size int64, name string) (int64, error) {
 
 // xingInfo is what the Xing/Info and LAME tags of a first frame say.
 type xingInfo struct {
+	frames         uint32 // frame count (0: not given)
 	lame           bool
 	delay, padding int
 }
@@ -188,6 +194,10 @@ func parseXing(f []byte, h mpegHeader) (xingInfo, bool) {
 	flags := uint32(f[p+4])<<24 | uint32(f[p+5])<<16 | uint32(f[p+6])<<8 | uint32(f[p+7])
 	q := p + 8
 	if flags&1 != 0 {
+		if len(f) < q+4 {
+			return x, true
+		}
+		x.frames = uint32(f[q])<<24 | uint32(f[q+1])<<16 | uint32(f[q+2])<<8 | uint32(f[q+3])
 		q += 4
 	}
 	if flags&2 != 0 {
