@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 )
 
 // Clip is decoded audio: one slice of samples per channel, all the same
@@ -75,39 +74,11 @@ func formatErr(name, format string, args ...any) error {
 
 // Read decodes the audio file at path: WAV, FLAC, MP3 or Ogg Vorbis, told
 // apart by their content (see decode.go), not by the file name.
-func Read(path string) (*Clip, error) { return read(path, false) }
+func Read(path string) (*Clip, error) { return readLimits(path, decodeOpts{}) }
 
+// read is Read; firstOnly decodes channel 0 alone (the others are nil).
 func read(path string, firstOnly bool) (*Clip, error) {
-	// Before opening: opening a named pipe waits for a writer (a run would
-	// hang), and a pipe or a device has no size to read audio from.
-	if st, err := os.Stat(path); err == nil {
-		switch m := st.Mode(); {
-		case m.IsDir():
-			return nil, formatErr(path, "is a directory, not an audio file")
-		case m&os.ModeNamedPipe != 0:
-			return nil, formatErr(path, "is a pipe, not a file: write the audio to a file first")
-		case m&(os.ModeDevice|os.ModeCharDevice|os.ModeSocket) != 0:
-			return nil, formatErr(path, "is a device, not an audio file")
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if firstOnly {
-		head := make([]byte, min(st.Size(), sniffLen))
-		if _, err := f.ReadAt(head, 0); err == nil || err == io.EOF {
-			if k := sniff(head); k == kindWAV {
-				return decodeWAVChannels(f, st.Size(), path, true)
-			}
-		}
-	}
-	return DecodeReaderAt(f, st.Size(), path)
+	return readLimits(path, decodeOpts{firstOnly: firstOnly})
 }
 
 // Decode decodes an audio file held in memory (any format Read takes); name
@@ -127,24 +98,7 @@ func LoadMono(path string, rate int) ([]float32, error) {
 // LoadMonoContext is LoadMono that stops resampling when ctx is cancelled
 // (returning ctx.Err()).
 func LoadMonoContext(ctx context.Context, path string, rate int) ([]float32, error) {
-	if rate <= 0 {
-		return nil, fmt.Errorf("%s: invalid target sample rate %d", path, rate)
-	}
-	c, err := read(path, true)
-	if err != nil {
-		return nil, err
-	}
-	if c.SampleRate < MinRate || c.SampleRate > MaxRate {
-		return nil, fmt.Errorf("%s: sample rate %d Hz is not an audio rate (%d..%d Hz)", path, c.SampleRate, MinRate, MaxRate)
-	}
-	out, err := ResampleContext(ctx, c.Channels[0], c.SampleRate, rate)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
+	return LoadMonoLimits(ctx, path, rate, Limits{})
 }
 
 // WAV format tags.
@@ -178,7 +132,11 @@ type wavFormat struct {
 	channels   int
 	rate       int
 	blockAlign int
-	container  int // bytes per sample in the data
+	container  int  // bytes per sample in the data
+	bigEndian  bool // AIFF: big-endian samples, 8-bit signed (aiff.go)
+	// ADPCM (adpcm.go): tagIMAADPCM or tagMSADPCM, else 0.
+	adpcm           uint16
+	samplesPerBlock int
 }
 
 func parseFmt(b []byte, name string) (*wavFormat, error) {
@@ -208,6 +166,9 @@ func parseFmt(b []byte, name string) (*wavFormat, error) {
 		if validBits == 0 {
 			validBits = bits
 		}
+	}
+	if (tag == tagIMAADPCM || tag == tagMSADPCM) && channels != 0 && rate != 0 && rate <= math.MaxInt32 {
+		return parseADPCMFmt(b, tag, channels, int(rate), blockAlign, bits, name)
 	}
 	if tag != tagPCM && tag != tagFloat && tag != tagALaw && tag != tagMuLaw {
 		return nil, formatErr(name, "unsupported WAV encoding %s; convert it to PCM or float", tagName(tag))
@@ -275,16 +236,19 @@ func printableID(id []byte) string {
 	return fmt.Sprintf("%q", string(id))
 }
 
-// decodeWAV decodes a WAV file of the given size read through r; name is
-// used in error messages.
-func decodeWAV(r io.ReaderAt, size int64, name string) (*Clip, error) {
-	return decodeWAVChannels(r, size, name, false)
-}
-
-// decodeWAVChannels is decodeWAV; firstOnly decodes channel 0 alone (the
+// decodeWAVChannels decodes a WAV file of the given size read through r
+// (name is used in error messages); firstOnly decodes channel 0 alone (the
 // others are left nil), so that a 64-channel file costs one channel's
 // memory where only the first is used.
 func decodeWAVChannels(r io.ReaderAt, size int64, name string, firstOnly bool) (*Clip, error) {
+	return decodeWAVOpts(r, size, name, decodeOpts{firstOnly: firstOnly})
+}
+
+// decodeWAVOpts is decodeWAV under o. PCM, float and G.711 hold at most
+// one sample per byte of the file; ADPCM, which holds two, is checked
+// against o's limit before anything is allocated.
+func decodeWAVOpts(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, error) {
+	firstOnly := o.firstOnly
 	var hdr [12]byte
 	if size < 12 {
 		return nil, formatErr(name, "not a WAV file (only %d bytes)", size)
@@ -400,6 +364,9 @@ func decodeWAVChannels(r io.ReaderAt, size int64, name string, firstOnly bool) (
 		return nil, formatErr(name, "no data chunk")
 	}
 
+	if format.adpcm != 0 {
+		return decodeADPCM(r, dataOff, dataSize, format, name, o)
+	}
 	// A partial frame at the end of the data (its size not a multiple of the
 	// block align) is dropped, as libsndfile and Python's wave module do.
 	frames := dataSize / int64(format.blockAlign)
@@ -447,6 +414,8 @@ func convert(r io.ReaderAt, off int64, frames int, f *wavFormat, chans [][]float
 				}
 				if f.law != 0 {
 					chans[c][start+i] = lawSample(b[p], f.law)
+				} else if f.bigEndian {
+					chans[c][start+i] = sampleBE(b[p:p+cs], f.float)
 				} else {
 					chans[c][start+i] = sampleAt(b[p:p+cs], f.float)
 				}
