@@ -40,6 +40,7 @@ type Engine struct {
 	ids             []int
 	tables          [1]*backend.Weight
 	dec             []*Gen
+	logits          [][]float32 // per head row: where its logits are downloaded
 
 	one   [1]*Gen // a step of one conversation, without allocation
 	oneIn [1]Input
@@ -227,9 +228,19 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 			be.MatMul(e.text.Slice(0, nh), e.h.Slice(0, nh), hd.TextLinear)
 		}
 		w.ReleaseHead()
+		if text {
+			// One download of every conversation's text logits (one
+			// device→host copy and wait on a GPU, not one per
+			// conversation); a row whose text is provided lands unread.
+			dsts := e.logits[:0]
+			for _, g := range heads {
+				dsts = append(dsts, g.textLogits)
+			}
+			e.logits = dsts
+			backend.DownloadRows(be, dsts, e.text.Slice(0, nh))
+		}
 		for k, g := range heads {
 			if g.textHead {
-				be.Download(g.textLogits, e.text.Slice(k, k+1))
 				g.sampleText()
 			}
 			e.ids[k] = g.prevText()
@@ -246,12 +257,18 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 			d.Tr.Forward(e.dsc, &st.Layers, dx, e.depParts[:nh], true)
 			be.MatMul(audio, dx, st.Linear)
 			w.ReleaseDepStep(j)
+			// Step j's logits of every conversation in one download.
+			dsts := e.logits[:0]
+			for _, g := range heads {
+				dsts = append(dsts, g.audioLogits[j])
+			}
+			e.logits = dsts
+			backend.DownloadRows(be, dsts, audio)
 			for k, g := range heads {
 				if j > g.last {
 					e.ids[k] = ZeroToken // a step this conversation does not need
 					continue
 				}
-				be.Download(g.audioLogits[j], audio.Slice(k, k+1))
 				e.ids[k] = g.sampleAudio(j)
 				g.stats.DepSteps = j + 1
 			}
@@ -264,6 +281,7 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 		g.stats.TemporalTime, g.stats.HeadsTime = t1.Sub(t0), t2.Sub(t1)
 	}
 	clear(e.heads[:cap(e.heads)])
+	clear(e.logits[:cap(e.logits)])
 }
 
 // flush runs g's deferred positions alone (a pass without heads).

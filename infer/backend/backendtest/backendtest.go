@@ -39,6 +39,47 @@ func Run(t *testing.T, be, ref backend.Backend, o Options) {
 	t.Run("Elementwise", c.elementwise)
 	t.Run("Embed", c.embed)
 	t.Run("Attend", c.attend)
+	t.Run("Rows", c.rows)
+}
+
+// rows: backend.UploadRows and DownloadRows (one copy on a backend that
+// batches them) move exactly the bytes of one Upload / Download per block,
+// on a view of rows and columns inside a wider buffer, empty blocks
+// included.
+func (c *checker) rows(t *testing.T) {
+	const R, C = 7, 12
+	sizes := []int{2, 0, 3, 1, 1}
+	for _, be := range []backend.Backend{c.be, c.ref} {
+		buf := be.NewActs(R+2, C+8)
+		view := buf.Slice(1, 1+R).Columns(3, 3+C)
+		want := c.vec(R*C, 1)
+		var blocks [][]float32
+		r := 0
+		for _, n := range sizes {
+			blocks = append(blocks, want[r*C:(r+n)*C])
+			r += n
+		}
+		backend.UploadRows(be, view, blocks)
+		if got := download(be, view); !bitsEqual(got, want) {
+			t.Fatalf("%s: UploadRows then Download differs from the blocks", be.Name())
+		}
+		if got := download(be, buf.Slice(0, 1)); !bitsEqual(got, make([]float32, C+8)) {
+			t.Fatalf("%s: UploadRows wrote outside its view", be.Name())
+		}
+		be.Upload(view, want)
+		outs := make([][]float32, len(sizes))
+		for i, n := range sizes {
+			outs[i] = make([]float32, n*C)
+		}
+		backend.DownloadRows(be, outs, view)
+		r = 0
+		for i, n := range sizes {
+			if !bitsEqual(outs[i], want[r*C:(r+n)*C]) {
+				t.Fatalf("%s: DownloadRows block %d differs from the view's rows", be.Name(), i)
+			}
+			r += n
+		}
+	}
 }
 
 func (c *checker) vec(n int, scale float64) []float32 {

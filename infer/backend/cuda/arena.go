@@ -23,6 +23,7 @@ type arena struct {
 	head    int
 	pinned  bool
 	scratch []backend.Acts
+	wraps   int // wraps so far (each waits for the queued work)
 }
 
 func newArena(c *CUDA, n int) (*arena, error) {
@@ -62,6 +63,7 @@ func (a *arena) take(n int) int {
 	if a.head+n > len(a.host) {
 		fail(a.c.drv.sync())
 		a.head = 0
+		a.wraps++
 	}
 	off := a.head
 	a.head += n
@@ -78,6 +80,7 @@ func (a *arena) reserve(n int) {
 	if a.head+n > len(a.host) {
 		fail(a.c.drv.sync())
 		a.head = 0
+		a.wraps++
 	}
 }
 
@@ -100,14 +103,38 @@ func (a *arena) upload(dst cu.DevPtr, b []byte) {
 
 // download copies view src into dst (row-major) once the queued work ran.
 func (a *arena) download(dst []byte, src backend.Acts) {
-	off := a.take(len(dst))
+	copy(dst, a.fetch(src, len(dst)))
+}
+
+// fetch copies the first n bytes of view src (row-major) into the arena's
+// host ring, with one device→host copy and one wait for the queued work,
+// and returns them (valid until the next take).
+func (a *arena) fetch(src backend.Acts, n int) []byte {
+	off := a.take(n)
 	p := ptr(src)
 	if !contiguous(src) {
 		// Pack the rows into the arena's device ring first.
 		a.c.copy2d(a.dev+cu.DevPtr(off), src.Cols, p, ld(src), src.Rows, src.Cols)
 		p = a.dev + cu.DevPtr(off)
 	}
-	fail(a.c.drv.download(a.host[off:off+len(dst)], p))
+	fail(a.c.drv.download(a.host[off:off+n], p))
 	fail(a.c.drv.sync())
-	copy(dst, a.host[off:off+len(dst)])
+	return a.host[off : off+n]
+}
+
+// gather copies the blocks one after another into the arena's host ring
+// (n bytes in all) and queues one copy of them to device address to (0:
+// the arena's device ring): it returns where they land, valid for the
+// work queued until the arena wraps.
+func (a *arena) gather(blocks [][]float32, n int, to cu.DevPtr) cu.DevPtr {
+	off := a.take(n)
+	at := off
+	for _, b := range blocks {
+		at += copy(a.host[at:], f32bytes(b))
+	}
+	if to == 0 {
+		to = a.dev + cu.DevPtr(off)
+	}
+	fail(a.c.drv.copyAsync(to, a.host[off:off+n]))
+	return to
 }

@@ -229,6 +229,11 @@ func (c *CUDA) Memory() (used, peak, limit int64) { return c.mem.used, c.mem.pea
 // cache (those bound without Dev and not OnCPU).
 func (c *CUDA) Resident() int64 { return c.rc.bytes }
 
+// ArenaWraps is the number of times the upload arena wrapped: each waits
+// for the queued work (one per arena's worth of small uploads, 8 MiB at
+// first), the host's only waits besides downloads, Close and freeing.
+func (c *CUDA) ArenaWraps() int { return c.arena.wraps }
+
 // Close frees every buffer and releases the context.
 func (c *CUDA) Close() {
 	if c.closed {
@@ -388,6 +393,37 @@ func (c *CUDA) Download(dst []float32, src backend.Acts) {
 		return
 	}
 	c.arena.download(f32bytes(dst[:n]), src)
+}
+
+// DownloadRows implements backend.RowsDownloader: every block in one
+// device→host copy and one wait (the logits of every conversation of a
+// batch, the codec's streams).
+func (c *CUDA) DownloadRows(dsts [][]float32, src backend.Acts) {
+	c.enter()
+	n := src.Rows * src.Cols
+	if n == 0 {
+		return
+	}
+	h := c.arena.fetch(src, 4*n)
+	for _, d := range dsts {
+		h = h[copy(f32bytes(d), h):]
+	}
+}
+
+// UploadRows implements backend.RowsUploader: the blocks gathered on the
+// host, one host→device copy (queued, not waited for).
+func (c *CUDA) UploadRows(dst backend.Acts, srcs [][]float32) {
+	c.enter()
+	n := dst.Rows * dst.Cols
+	if n == 0 {
+		return
+	}
+	if contiguous(dst) {
+		c.arena.gather(srcs, 4*n, ptr(dst))
+		return
+	}
+	tmp := c.arena.gather(srcs, 4*n, 0)
+	c.copy2d(ptr(dst), ld(dst), tmp, dst.Cols, dst.Rows, dst.Cols)
 }
 
 // Copy implements backend.Backend.
@@ -904,7 +940,11 @@ func (c *CUDA) scratchActs(i, rows, cols int) backend.Acts {
 	return s.Slice(0, rows)
 }
 
-var _ backend.Backend = (*CUDA)(nil)
+var (
+	_ backend.Backend        = (*CUDA)(nil)
+	_ backend.RowsDownloader = (*CUDA)(nil)
+	_ backend.RowsUploader   = (*CUDA)(nil)
+)
 
 // IsUnavailable reports whether err says there is no usable GPU (no
 // driver, no device, too old a device) rather than a failure of one.
