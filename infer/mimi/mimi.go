@@ -251,6 +251,7 @@ type trRunner struct {
 	in, x, y backend.Acts
 	rows     int
 	parts    []nn.Part
+	blocks   [][]float32 // every stream's input, then output, rows
 }
 
 func (p *projTransformer) newRunner(be backend.Backend) *trRunner {
@@ -276,15 +277,18 @@ func (r *trRunner) forward(stages []*trStage, xs [][]float32, T int) {
 		}
 	}
 	x := r.x.Slice(0, n)
-	r.parts = r.parts[:0]
+	in := x
+	if p.inProj != nil {
+		in = r.in.Slice(0, n)
+	}
+	// Every stream's rows in one upload and, below, one download (on a
+	// GPU one copy each way per pass, not one per stream).
+	r.parts, r.blocks = r.parts[:0], r.blocks[:0]
 	for i, s := range stages {
-		rows := x.Slice(i*T, (i+1)*T)
-		if p.inProj != nil {
-			rows = r.in.Slice(i*T, (i+1)*T)
-		}
-		be.Upload(rows, xs[i][:T*p.inDim])
+		r.blocks = append(r.blocks, xs[i][:T*p.inDim])
 		r.parts = append(r.parts, nn.Part{State: s.st, Rows: T})
 	}
+	backend.UploadRows(be, in, r.blocks)
 	if p.inProj != nil {
 		be.MatMul(x, r.in.Slice(0, n), p.inProj)
 	}
@@ -294,12 +298,15 @@ func (r *trRunner) forward(stages []*trStage, xs [][]float32, T int) {
 		y = r.y.Slice(0, n)
 		be.MatMul(y, x, p.outProj)
 	}
-	for i, s := range stages {
+	r.blocks = r.blocks[:0]
+	for _, s := range stages {
 		if len(s.out) < T*p.outDim {
 			s.out = make([]float32, T*p.outDim)
 		}
-		be.Download(s.out[:T*p.outDim], y.Slice(i*T, (i+1)*T))
+		r.blocks = append(r.blocks, s.out[:T*p.outDim])
 	}
+	backend.DownloadRows(be, r.blocks, y)
+	clear(r.blocks)
 }
 
 // Encoder is the streaming state of Mimi's encode path (encoder, encoder
