@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -247,4 +248,34 @@ func TestADPCMRandomBlocksMatchFFmpeg(t *testing.T) {
 			checkExact(t, c, ref, tc.channels)
 		})
 	}
+}
+
+// FuzzDecodeADPCM: Decode on mutated IMA / MS ADPCM WAV files never
+// panics, returns a one-line error naming the file or a clip of at most two
+// samples per byte of the file.
+func FuzzDecodeADPCM(f *testing.F) {
+	f.Setenv("PATH", f.TempDir())
+	ima := []byte{100, 0, 0, 0, 0x10, 0x9F, 0x77, 0x08}
+	ms := []byte{0, 1, 16, 0, 16, 0, 10, 0, 10, 0, 20, 0, 20, 0, 0x1F, 0x80}
+	f.Add(riff(ck("fmt ", imaFmt(1, 8, 9)), ck("data", append(bytes.Clone(ima), ima[:6]...))))
+	f.Add(riff(ck("fmt ", imaFmt(2, 16, 9)), ck("data", append(bytes.Clone(ima), ima...))))
+	f.Add(riff(ck("fmt ", msFmt(2, 16, 4, stdCoefs())), ck("data", ms)))
+	f.Add(riff(ck("fmt ", msFmt(1, 8, 4, stdCoefs())), ck("data", ms[:12])))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Decode(data, "fuzz.wav")
+		if err != nil {
+			if msg := err.Error(); !strings.HasPrefix(msg, "fuzz.wav: ") || strings.Contains(msg, "\n") {
+				t.Fatalf("bad error %q", msg)
+			}
+			return
+		}
+		for _, ch := range c.Channels {
+			if len(ch) != c.Frames() {
+				t.Fatal("channels of different lengths")
+			}
+		}
+		if sniff(data) == kindWAV && int64(len(c.Channels))*int64(c.Frames()) > 2*int64(len(data)) {
+			t.Fatalf("%d×%d samples from %d bytes", len(c.Channels), c.Frames(), len(data))
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -242,4 +243,41 @@ func TestAIFFCompressedThroughFFmpeg(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExact(t, c, ffmpegDecodeRef(t, p), 1)
+}
+
+// FuzzDecodeAIFF: Decode on mutated AIFF / AIFF-C files never panics,
+// returns a one-line error naming the file or a clip whose samples come
+// from the file's bytes (at most one per byte). ffmpeg is kept off PATH
+// (compressed AIFF-C would go to it).
+func FuzzDecodeAIFF(f *testing.F) {
+	f.Setenv("PATH", f.TempDir())
+	for _, s := range [][]byte{
+		aiffFile("AIFF", ck("COMM", comm(2, 2, 16, 44100, "")), ck("ANNO", []byte("odd")), ck("SSND", ssnd(4, be16s(1, -2, 32767, -32768)))),
+		aiffFile("AIFF", ck("COMM", comm(1, 3, 24, 48000, "")), ck("SSND", ssnd(0, make([]byte, 9)))),
+		aiffFile("AIFC", ck("FVER", []byte{0xA2, 0x80, 0x51, 0x40}), ck("COMM", comm(1, 2, 16, 24000, "sowt")), ck("SSND", ssnd(0, []byte{1, 0, 0xFF, 0xFF}))),
+		aiffFile("AIFC", ck("COMM", comm(1, 1, 64, 8000, "fl64")), ck("SSND", ssnd(0, make([]byte, 8)))),
+		aiffFile("AIFC", ck("COMM", comm(2, 1, 8, 8000, "alaw")), ck("SSND", ssnd(0, []byte{1, 2}))),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Decode(data, "fuzz.aiff")
+		if err != nil {
+			if msg := err.Error(); !strings.HasPrefix(msg, "fuzz.aiff: ") || strings.Contains(msg, "\n") {
+				t.Fatalf("bad error %q", msg)
+			}
+			return
+		}
+		if c.SampleRate <= 0 || len(c.Channels) == 0 {
+			t.Fatalf("clip with rate %d and %d channels", c.SampleRate, len(c.Channels))
+		}
+		for _, ch := range c.Channels {
+			if len(ch) != c.Frames() {
+				t.Fatal("channels of different lengths")
+			}
+		}
+		if sniff(data) == kindAIFF && int64(len(c.Channels))*int64(c.Frames()) > int64(len(data)) {
+			t.Fatalf("%d×%d samples from %d bytes", len(c.Channels), c.Frames(), len(data))
+		}
+	})
 }
