@@ -3,18 +3,19 @@ package lm
 import (
 	"time"
 
+	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
 )
 
 // Timed is a Weights that measures the compute of every unit: the wall time
 // from the return of its Acquire to its Release, on top of another Weights
 // (what `pp-offline tune` compares with the cost model). Units are indexed
-// as Units orders them: layers 0..N−1, the head N, depformer step j
-// at N+1+j.
+// as Units orders them (unitID.pos): layers 0..N−1, the head N, depformer
+// step j at N+1+j.
 type Timed struct {
 	Weights
-	nLayers int
-	start   time.Time
+	cfg   *config.LM
+	start time.Time
 	// Total is each unit's measured time since the last Reset; Runs how
 	// many times it ran.
 	Total []time.Duration
@@ -27,8 +28,8 @@ func NewTimed(m *Model, w Weights) *Timed {
 	if w == nil {
 		w = m.HostWeights()
 	}
-	n := m.Cfg.NumLayers + 1 + m.Cfg.DepQ
-	return &Timed{Weights: w, nLayers: m.Cfg.NumLayers, Total: make([]time.Duration, n), Runs: make([]int, n)}
+	n := depUnit(m.Cfg.DepQ).pos(&m.Cfg)
+	return &Timed{Weights: w, cfg: &m.Cfg, Total: make([]time.Duration, n), Runs: make([]int, n)}
 }
 
 // Reset forgets what was measured.
@@ -59,7 +60,7 @@ func (t *Timed) AcquireLayer(i int) *nn.Layer {
 
 // ReleaseLayer implements Weights.
 func (t *Timed) ReleaseLayer(i int) {
-	t.stop(i)
+	t.stop(layerUnit(i).pos(t.cfg))
 	t.Weights.ReleaseLayer(i)
 }
 
@@ -72,7 +73,7 @@ func (t *Timed) AcquireHead() *Head {
 
 // ReleaseHead implements Weights.
 func (t *Timed) ReleaseHead() {
-	t.stop(t.nLayers)
+	t.stop(headUnit().pos(t.cfg))
 	t.Weights.ReleaseHead()
 }
 
@@ -85,6 +86,6 @@ func (t *Timed) AcquireDepStep(j int) *DepStep {
 
 // ReleaseDepStep implements Weights.
 func (t *Timed) ReleaseDepStep(j int) {
-	t.stop(t.nLayers + 1 + j)
+	t.stop(depUnit(j).pos(t.cfg))
 	t.Weights.ReleaseDepStep(j)
 }
