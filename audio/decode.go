@@ -228,9 +228,10 @@ func decodeAll(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, err
 	}
 	k := sniff(head)
 	if k == kindWAV || k == kindUnknown && size < 12 {
-		// WAV samples are at most the file's bytes: decoding is bounded by
-		// the file; the limit is checked on what it holds.
-		c, err := decodeWAVChannels(r, size, name, o.firstOnly)
+		// PCM WAV samples are at most the file's bytes: decoding is bounded
+		// by the file; the limit is checked on what it holds. ADPCM (two
+		// samples a byte) checks it before allocating (adpcm.go).
+		c, err := decodeWAVOpts(r, size, name, o)
 		if err != nil {
 			return nil, err
 		}

@@ -236,17 +236,12 @@ func printableID(id []byte) string {
 	return fmt.Sprintf("%q", string(id))
 }
 
-// decodeWAVChannels decodes a WAV file of the given size read through r
-// (name is used in error messages); firstOnly decodes channel 0 alone (the
-// others are left nil), so that a 64-channel file costs one channel's
-// memory where only the first is used.
-func decodeWAVChannels(r io.ReaderAt, size int64, name string, firstOnly bool) (*Clip, error) {
-	return decodeWAVOpts(r, size, name, decodeOpts{firstOnly: firstOnly})
-}
-
-// decodeWAVOpts is decodeWAV under o. PCM, float and G.711 hold at most
-// one sample per byte of the file; ADPCM, which holds two, is checked
-// against o's limit before anything is allocated.
+// decodeWAVOpts decodes a WAV file of the given size read through r (name is
+// used in error messages) under o: o.firstOnly decodes channel 0 alone (the
+// others are left nil), so that a 64-channel file costs one channel's memory
+// where only the first is used. PCM, float and G.711 hold at most one sample
+// per byte of the file; ADPCM, which holds two, is checked against o's limit
+// before anything is allocated.
 func decodeWAVOpts(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, error) {
 	firstOnly := o.firstOnly
 	var hdr [12]byte
