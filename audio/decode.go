@@ -16,7 +16,9 @@ package audio
 //     own test suite runs the reference libFLAC test vectors). Decoded
 //     samples equal ffmpeg's bit for bit (16- and 24-bit tested).
 //   - MP3: github.com/hajimehoshi/go-mp3 (the decoder of the Ebitengine game
-//     engine, maintained by its author). It has had index-out-of-range panics
+//     engine; archived by its author in April 2023, still the only pure-Go
+//     MP3 decoder in use; no MPEG-2.5, which goes through ffmpeg: mp3.go).
+//     It has had index-out-of-range panics
 //     on corrupt input reported and fixed over the years, so every call into
 //     it runs under recover (see guard). It always yields 16-bit stereo and
 //     does not apply the encoder delay / padding of the LAME/Xing header;

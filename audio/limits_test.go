@@ -115,7 +115,6 @@ func TestFLACPastDeclaredLength(t *testing.T) {
 // oggPackets returns the packets of an Ogg file's first stream and the
 // granule position of its last page.
 func oggPackets(t *testing.T, data []byte) (pk [][]byte, last int64) {
-	t.Helper()
 	d := &oggDemux{r: bytes.NewReader(data), size: int64(len(data)), name: "x"}
 	for {
 		p, g, err := d.packet()

@@ -52,6 +52,13 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 	if !found {
 		return nil, formatErr(name, "no MP3 frame found after the ID3 tag")
 	}
+	if h.version == 25 {
+		// MPEG-2.5 (8, 11.025, 12 kHz: telephone recordings). go-mp3
+		// refuses it and no well-kept pure-Go decoder reads it, so it goes
+		// through ffmpeg when that is installed (ffmpeg.go), with the
+		// same limits; without ffmpeg the error says how to convert it.
+		return decodeFFmpeg(r, size, name, "MPEG-2.5 MP3 (8 / 11.025 / 12 kHz)", o)
+	}
 	skipStart, dropEnd := 0, 0
 	var declared int64 // frames the Xing/Info tag counts (0: unknown)
 	first := make([]byte, min(int64(h.frameBytes), size-off))

@@ -44,7 +44,8 @@ import (
 //     and becomes one line.
 //
 // Samples are the library's floats as they are (not clipped to ±1, as
-// libvorbis's float API and symphonia leave them).
+// libvorbis's float API and symphonia leave them). Channels come in WAV
+// order (vorbisOrder), as ffmpeg and oggdec give them.
 
 // maxOggPacket bounds one Ogg packet (pages joined): Vorbis audio packets
 // are a few KB (at most ~255 channels × 4096 coefficients of a few bits);
@@ -143,8 +144,9 @@ func decodeVorbis(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *C
 			return nil, err
 		}
 		for c, x := range dst {
+			vc := vorbisChannel(c, nch)
 			for i := range x { // x is nil for a channel not kept
-				x[i] = out[i*nch+c]
+				x[i] = out[i*nch+vc]
 			}
 		}
 		if gran >= 0 {
@@ -175,6 +177,27 @@ func decodeVorbis(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *C
 	}
 	sink.trim(int(min(drop, end)), int(end))
 	return sink.clip()
+}
+
+// vorbisOrder maps the WAV channel order (front left, front right, centre,
+// LFE, back, side; the order of WAV, FLAC, ffmpeg's output and oggdec's) to
+// Vorbis's own order for 3 to 8 channels (spec 4.3.9: left, centre, right,
+// then back / side, LFE last). Channel 0 is front left in both.
+var vorbisOrder = [9][]int{
+	3: {0, 2, 1},
+	5: {0, 2, 1, 3, 4},
+	6: {0, 2, 1, 5, 3, 4},
+	7: {0, 2, 1, 6, 5, 3, 4},
+	8: {0, 2, 1, 7, 5, 6, 3, 4},
+}
+
+// vorbisChannel is the Vorbis channel that is channel c of nch in WAV
+// order.
+func vorbisChannel(c, nch int) int {
+	if nch < len(vorbisOrder) && vorbisOrder[nch] != nil {
+		return vorbisOrder[nch][c]
+	}
+	return c
 }
 
 // vorbisID is what checkVorbisHeaders keeps of the identification header.
