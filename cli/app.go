@@ -6,6 +6,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,9 +50,10 @@ func newApp() *ucli.App {
 // commit is taken from Go's build info).
 func Main(args []string, version, commit string) int {
 	buildVersion, buildCommit = version, commit
-	// PP_OFFLINE_KERNEL forces a matrix-kernel variant (avx512, avx2, portable):
-	// every variant computes the same bits, this is for tests and debugging.
-	if k := os.Getenv("PP_OFFLINE_KERNEL"); k != "" && !ops.SetKernel(k) {
+	// PP_OFFLINE_KERNEL forces a matrix-kernel variant (avx512, avx2, portable)
+	// on the CPU backend of every command that computes (deviceFlags): every
+	// variant computes the same bits, this is for tests and debugging.
+	if k := os.Getenv("PP_OFFLINE_KERNEL"); k != "" && !slices.Contains(ops.KernelNames(), k) {
 		fmt.Fprintf(os.Stderr, "pp-offline: PP_OFFLINE_KERNEL=%s: unknown or unsupported here (have %s)\n", k, strings.Join(ops.KernelNames(), ", "))
 		return 1
 	}

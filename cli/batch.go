@@ -211,16 +211,13 @@ func (b *batchRun) run() error {
 		}
 		return b.fail(err)
 	}
-	if err := offloadOptions(c, &opts, log); err != nil {
-		return b.fail(err)
-	}
 	if dir := c.String("voice-prompt-dir"); dir != "" {
 		voiceDir = dir
 	}
 	if !c.IsSet("threads") {
 		// GOMAXPROCS honours the container's CPU quota (cgroup) since Go 1.25.
-		opts.Threads = runtime.GOMAXPROCS(0)
-		log.Infof("threads %d (GOMAXPROCS: the CPUs this process may use, cgroup quota included; %d online)", opts.Threads, runtime.NumCPU())
+		opts.Device.Threads = runtime.GOMAXPROCS(0)
+		log.Infof("threads %d (GOMAXPROCS: the CPUs this process may use, cgroup quota included; %d online)", opts.Device.Threads, runtime.NumCPU())
 	}
 
 	// Voices: each distinct one resolved once; an item whose voice is not

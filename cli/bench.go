@@ -10,8 +10,6 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
-	"github.com/pp-offline/pp-offline/infer/ops"
-	"github.com/pp-offline/pp-offline/offload"
 )
 
 func init() {
@@ -53,25 +51,16 @@ func runBench(c *ucli.Context) error {
 	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 || c.Int("memory-mib") <= 0 || c.Int("kv-fill") < 0 || c.Int("batch-size") <= 0 {
 		return fmt.Errorf("--frames, --batch-size and --memory-mib must be positive, --warmup, --threads and --kv-fill not negative")
 	}
-	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
-		return fmt.Errorf("--compute-dtype: %v", err)
-	}
 	if err := infer.CheckWeights(c.String("weights")); err != nil {
 		return fmt.Errorf("--weights: %v", err)
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
-	dev, err := resolveDevice(c.String("device"), c.Bool("cpu-offload"), log)
+	dev, err := deviceFlags(c, log)
 	if err != nil {
 		return err
 	}
-	if dev == "sim" {
+	if dev.Kind() == infer.DeviceSim {
 		return fmt.Errorf("bench --device sim: use pp-offline tune --device sim")
-	}
-	gpu := infer.GPUOptions{Offload: c.Bool("cpu-offload"), ComputeDType: ops.ComputeDType()}
-	if c.IsSet("gpu-memory") {
-		if gpu.Memory, err = offload.ParseSize(c.String("gpu-memory")); err != nil {
-			return fmt.Errorf("--gpu-memory: %w", err)
-		}
 	}
 	if p := c.String("cpuprofile"); p != "" {
 		f, err := os.Create(p)
@@ -86,10 +75,10 @@ func runBench(c *ucli.Context) error {
 	}
 	r, err := infer.Bench(infer.BenchOptions{
 		Config: cfg, MoshiWeight: c.String("moshi-weight"), MimiWeight: c.String("mimi-weight"),
-		Frames: c.Int("frames"), Warmup: c.Int("warmup"), Threads: c.Int("threads"),
+		Frames: c.Int("frames"), Warmup: c.Int("warmup"),
 		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), BatchSize: c.Int("batch-size"), Log: log,
 		Weights: c.String("weights"),
-		Device:  dev, GPU: gpu,
+		Device:  dev,
 	})
 	if err != nil {
 		return err
@@ -108,7 +97,7 @@ func runBench(c *ucli.Context) error {
 	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
 	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
 	fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (measured)  → %.0f%% of the roofline\n", r.MemoryGBps, 100*r.RooflineFraction)
-	if r.Device != "" && dev == "cuda" {
+	if r.Device != "" && dev.Kind() == infer.DeviceCUDA {
 		fmt.Fprintf(w, "  device           %s, peak %.2f GiB of %.2f GiB, %.3f GB streamed\n", r.Device, float64(r.DevicePeakBytes)/(1<<30), float64(r.DeviceLimit)/(1<<30), float64(r.StreamedBytes)/1e9)
 	}
 	if r.PlanSummary != "" {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/infer/weights"
@@ -71,7 +72,13 @@ func codecModel(c *ucli.Context, required ...string) (*mimi.Model, error) {
 		}
 		cfg = full.Mimi
 	}
-	return mimi.Load(cfg, c.String("mimi-weight"))
+	// The codec runs on a CPU backend of its own (its workers stop when the
+	// model is no longer reachable).
+	be, err := cpu.New(cpu.Options{Kernel: os.Getenv("PP_OFFLINE_KERNEL")})
+	if err != nil {
+		return nil, err
+	}
+	return mimi.Open(cfg, c.String("mimi-weight"), be, be.Engine())
 }
 
 func runCodecEncode(c *ucli.Context) error {

@@ -6,7 +6,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/pp-offline/pp-offline/infer"
-	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
 func init() {
@@ -38,13 +37,10 @@ func runQuantize(c *ucli.Context) error {
 	if c.Int("threads") < 0 {
 		return fmt.Errorf("--threads must be positive, not %d", c.Int("threads"))
 	}
-	if c.Int("threads") > 0 {
-		ops.SetThreads(c.Int("threads"))
-	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
 	r, err := infer.QuantizeFile(infer.QuantizeOptions{
 		MoshiWeight: c.String("moshi-weight"), Output: c.String("output"), Format: c.String("format"),
-		ToolVersion: versionString(), Log: log,
+		ToolVersion: versionString(), Threads: c.Int("threads"), Log: log,
 	})
 	if err != nil {
 		return err

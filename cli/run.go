@@ -23,8 +23,6 @@ import (
 	"github.com/pp-offline/pp-offline/hub"
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
-	"github.com/pp-offline/pp-offline/infer/lm"
-	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/offload"
 	"github.com/pp-offline/pp-offline/voices"
 )
@@ -224,9 +222,6 @@ func runMain(c *ucli.Context) error {
 		}
 		return err
 	}
-	if err := offloadOptions(c, &opts, log); err != nil {
-		return err
-	}
 	voicePath, err := resolveVoice(c, log, voiceDir)
 	if err != nil {
 		return err
@@ -324,22 +319,11 @@ func jobOptions(ctx context.Context, c *ucli.Context, log *logger, withVoices bo
 	return o, voiceDir, err
 }
 
-// deviceOptions sets the device, threads and compute dtype.
+// deviceOptions reads --weights and the device flags into o.
 func deviceOptions(c *ucli.Context, o *infer.Options, log *logger) error {
 	var err error
-	o.Device, err = resolveDevice(c.String("device"), c.Bool("cpu-offload"), log)
-	if err != nil {
+	if o.Device, err = deviceFlags(c, log); err != nil {
 		return err
-	}
-	o.Threads = c.Int("threads")
-	if o.Threads < 0 {
-		return usageErrorf("--threads must be positive (or 0: all cores), not %d", o.Threads)
-	}
-	if err := ops.SetComputeDType(c.String("compute-dtype")); err != nil {
-		return fmt.Errorf("--compute-dtype: %v", err)
-	}
-	if ops.ComputeDType() == "bf16" {
-		log.Infof("compute dtype bf16 (kernel %s): outputs differ from the f32 parity path", ops.BF16KernelName())
 	}
 	o.Weights = c.String("weights")
 	if err := infer.CheckWeights(o.Weights); err != nil {
@@ -387,103 +371,73 @@ func isFlatSchema(data []byte) bool {
 	return true
 }
 
-// offloadOptions reads the device's memory flags: --device cuda's
-// (--gpu-memory, --host-memory, --cpu-offload) or the simulated device's.
-func offloadOptions(c *ucli.Context, o *infer.Options, log *logger) error {
-	flags := []string{"gpu-memory", "host-memory", "workspace", "sim-figures"}
-	if o.Device == "cuda" {
-		o.GPU.Offload = c.Bool("cpu-offload")
-		o.GPU.ComputeDType = ops.ComputeDType()
+// deviceFlags turns the device flags (--device, --cpu-offload, --threads,
+// --compute-dtype, PP_OFFLINE_KERNEL and the device memory flags of the
+// commands that have them) into the job's device options, resolved once
+// (their log lines said once). The kinds are infer's: no device name is
+// compared here.
+func deviceFlags(c *ucli.Context, log *logger) (infer.DeviceOptions, error) {
+	o := infer.DeviceOptions{Name: c.String("device"), CPUOffload: c.Bool("cpu-offload"), Threads: c.Int("threads"),
+		Kernel: os.Getenv("PP_OFFLINE_KERNEL"), ComputeDType: c.String("compute-dtype")}
+	if o.Threads < 0 {
+		return o, usageErrorf("--threads must be positive (or 0: all cores), not %d", o.Threads)
+	}
+	o, err := o.Resolve(log)
+	if err != nil {
+		return o, err
+	}
+	has := c.IsSet // false for a flag the command does not have
+	size := func(f string, dst *int64) error {
+		if !has(f) {
+			return nil
+		}
+		n, err := offload.ParseSize(c.String(f))
+		if err != nil {
+			return fmt.Errorf("--%s: %w", f, err)
+		}
+		*dst = n
+		return nil
+	}
+	switch o.Kind() {
+	case infer.DeviceCUDA:
 		for _, f := range []struct {
 			name string
 			dst  *int64
-		}{{"gpu-memory", &o.GPU.Memory}, {"host-memory", &o.GPU.HostMemory}} {
-			if c.IsSet(f.name) {
-				n, err := offload.ParseSize(c.String(f.name))
-				if err != nil {
-					return fmt.Errorf("--%s: %w", f.name, err)
-				}
-				*f.dst = n
+		}{{"gpu-memory", &o.Offload.Memory}, {"host-memory", &o.Offload.HostMemory}} {
+			if err := size(f.name, f.dst); err != nil {
+				return o, err
 			}
 		}
 		for _, f := range []string{"workspace", "sim-figures"} {
-			if c.IsSet(f) {
+			if has(f) {
 				log.Infof("--%s has no effect with --device cuda (it applies to --device sim)", f)
 			}
 		}
-		return nil
-	}
-	if o.Device != "sim" {
-		for _, f := range flags {
-			if c.IsSet(f) {
+	case infer.DeviceSim:
+		o.Offload = infer.OffloadOptions{Memory: -1, Workspace: -1, Verify: true}
+		for _, f := range []struct {
+			name string
+			dst  *int64
+		}{{"gpu-memory", &o.Offload.Memory}, {"host-memory", &o.Offload.HostMemory}, {"workspace", &o.Offload.Workspace}} {
+			if err := size(f.name, f.dst); err != nil {
+				return o, err
+			}
+		}
+		if has("sim-figures") {
+			fig := offload.DefaultFigures()
+			if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
+				return o, fmt.Errorf("--sim-figures: %w", err)
+			}
+			o.Offload.Figures = &fig
+		}
+	default:
+		for _, f := range []string{"gpu-memory", "host-memory", "workspace", "sim-figures"} {
+			if has(f) {
 				log.Infof("--%s has no effect on the CPU (it applies to --device cuda and sim)", f)
 			}
 		}
-		return nil
 	}
-	o.Offload = lm.SimOptions{Memory: -1, Workspace: -1, Verify: true}
-	for _, f := range []struct {
-		name string
-		dst  *int64
-	}{{"gpu-memory", &o.Offload.Memory}, {"host-memory", &o.Offload.HostMemory}, {"workspace", &o.Offload.Workspace}} {
-		if c.IsSet(f.name) {
-			n, err := offload.ParseSize(c.String(f.name))
-			if err != nil {
-				return fmt.Errorf("--%s: %w", f.name, err)
-			}
-			*f.dst = n
-		}
-	}
-	if c.IsSet("sim-figures") {
-		fig := offload.DefaultFigures()
-		if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
-			return fmt.Errorf("--sim-figures: %w", err)
-		}
-		o.Offload.Figures = &fig
-	}
-	return nil
-}
-
-// resolveDevice picks the backend: --device auto takes a usable GPU, else
-// the CPU with one log line; --device cuda without one is an error, except
-// with --cpu-offload, which says so in one line and runs on the CPU.
-func resolveDevice(dev string, cpuOffload bool, log *logger) (string, error) {
-	switch dev {
-	case "sim":
-		if cpuOffload {
-			log.Infof("--cpu-offload: planning for the simulated device's free memory")
-		}
-		return "sim", nil
-	case "auto":
-		why := infer.CUDAUnavailable()
-		if why == nil {
-			return "cuda", nil
-		}
-		if cpuOffload {
-			log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
-		} else {
-			log.Infof("device: no usable GPU (%v): running on the CPU", why)
-		}
-		return "cpu", nil
-	case "cpu":
-		if cpuOffload {
-			log.Infof("--cpu-offload has no effect with --device cpu")
-		}
-		return "cpu", nil
-	case "cuda":
-		if why := infer.CUDAUnavailable(); why != nil {
-			if cpuOffload {
-				log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
-				return "cpu", nil
-			}
-			return "", fmt.Errorf("--device cuda: no usable GPU: %v", why)
-		}
-		return "cuda", nil
-	}
-	if strings.HasPrefix(dev, "cuda:") {
-		return resolveDevice("cuda", cpuOffload, log)
-	}
-	return "", fmt.Errorf("--device must be auto, cpu, cuda or sim, not %q", dev)
+	return o, nil
 }
 
 func resolveVoice(c *ucli.Context, log *logger, repoVoices string) (string, error) {

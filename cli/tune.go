@@ -10,10 +10,8 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/pp-offline/pp-offline/infer"
-	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
-	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
@@ -57,14 +55,16 @@ func init() {
 
 // tuneResult is what a tune run measured, for printing.
 type tuneResult struct {
-	configName, weightsName, device string
-	frames, threads                 int
-	plan                            *offload.Plan
-	predicted, measured             []float64 // per unit, ms per run
-	wallMs                          []float64 // per unit, ms per run on this CPU
-	predictedMs, measuredMs         float64   // per frame, steady state
-	stepMs                          float64   // whole LM step, per frame
-	depSteps                        int
+	configName, weightsName string
+	device                  infer.DeviceKind
+	frames, threads         int
+	kernel                  string
+	plan                    *offload.Plan
+	predicted, measured     []float64 // per unit, ms per run
+	wallMs                  []float64 // per unit, ms per run on this CPU
+	predictedMs, measuredMs float64   // per frame, steady state
+	stepMs                  float64   // whole LM step, per frame
+	depSteps                int
 }
 
 func runTune(c *ucli.Context) error {
@@ -82,11 +82,8 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 {
 		return nil, fmt.Errorf("--frames must be positive, --warmup and --threads not negative")
 	}
-	if c.Int("threads") > 0 {
-		ops.SetThreads(c.Int("threads"))
-	}
 	log := &logger{w: c.App.ErrWriter}
-	r := &tuneResult{configName: "built-in PersonaPlex 7B", frames: c.Int("frames"), threads: ops.Threads()}
+	r := &tuneResult{configName: "built-in PersonaPlex 7B", frames: c.Int("frames")}
 	cfg := config.Default()
 	if p := c.String("config"); p != "" {
 		var err error
@@ -95,21 +92,23 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 		}
 		r.configName = p
 	}
-	dev, err := resolveDevice(c.String("device"), false, log)
+	devOpts, err := deviceFlags(c, log)
 	if err != nil {
 		return nil, err
 	}
-	r.device = dev
-	if dev != "sim" {
+	sim := devOpts.Kind() == infer.DeviceSim
+	r.device = devOpts.Kind()
+	if !sim {
 		for _, f := range []string{"gpu-memory", "host-memory", "workspace", "sim-figures"} {
 			if c.IsSet(f) {
 				return nil, fmt.Errorf("--%s needs a device (--device sim)", f)
 			}
 		}
 	}
-	sim := infer.Options{Device: dev}
-	if err := offloadOptions(c, &sim, log); err != nil {
-		return nil, err
+	if !sim {
+		// tune times the CPU's units and declares the device's: without
+		// the simulated device it runs on the CPU, whatever --device says.
+		devOpts = infer.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}
 	}
 	// The KV cache is sized to the frames run, as in bench: no position
 	// falls out of the context, and a 7B float32 cache of 3000 steps would
@@ -119,6 +118,15 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	lmCfg.Context = min(lmCfg.Context, silence+c.Int("warmup")+r.frames+4)
 
 	// Figures: the CPU's measured (or declared); the device's declared.
+	// The device is opened when they are known (the simulated device plans
+	// with them); its CPU engine, made now, is what measures and runs.
+	cpuDev, err := infer.OpenDevice(infer.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}, infer.JobShape{Config: cfg}, log)
+	if err != nil {
+		return nil, err
+	}
+	defer cpuDev.Close()
+	eng := cpuDev.CPU().Engine()
+	r.threads, r.kernel = eng.Threads(), eng.KernelName()
 	fig := offload.DefaultFigures()
 	if c.IsSet("cpu-bandwidth") {
 		fig.CPUBandwidth = offload.Figure{Value: c.Float64("cpu-bandwidth"), Unit: "GB/s", Source: offload.FromDeclared, Note: "--cpu-bandwidth"}
@@ -127,10 +135,10 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--measure-bytes: %w", err)
 		}
-		log.Infof("measuring the memory read bandwidth (%s, %d threads)", offload.FormatSize(n), ops.Threads())
-		bw := ops.MeasureReadBandwidth(int(n))
+		log.Infof("measuring the memory read bandwidth (%s, %d threads)", offload.FormatSize(n), eng.Threads())
+		bw := eng.MeasureReadBandwidth(int(n))
 		fig.CPUBandwidth = offload.Figure{Value: bw, Unit: "GB/s", Source: offload.FromMeasured,
-			Note: fmt.Sprintf("read of %s by %d threads here (best pass)", offload.FormatSize(n), ops.Threads())}
+			Note: fmt.Sprintf("read of %s by %d threads here (best pass)", offload.FormatSize(n), eng.Threads())}
 	}
 	if c.IsSet("sim-figures") {
 		if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
@@ -143,9 +151,10 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 
 	var model *lm.Model
 	if p := c.String("moshi-weight"); p != "" {
-		if model, err = lm.LoadFile(&lmCfg, p); err != nil {
+		if model, err = lm.Open(&lmCfg, p); err != nil {
 			return nil, err
 		}
+		defer model.Close()
 		r.weightsName = p
 	} else {
 		log.Infof("building random bf16 LM weights (dim %d, %d layers)", lmCfg.Dim, lmCfg.NumLayers)
@@ -155,17 +164,19 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 		r.weightsName = "random bf16 weights"
 	}
 
-	var w lm.Weights
-	if dev == "sim" {
-		o := sim.Offload
-		o.Figures, o.Verify = &fig, false
-		placed, err := lm.NewSim(model, o)
-		if err != nil {
+	d := cpuDev
+	if sim {
+		devOpts.Offload.Figures, devOpts.Offload.Verify = &fig, false
+		if d, err = infer.OpenDevice(devOpts, infer.JobShape{Config: cfg}, log); err != nil {
 			return nil, err
 		}
-		defer placed.Close()
-		r.plan, w = placed.Plan(), placed
-	} else {
+		defer d.Close()
+	}
+	w, err := d.Place(model, 1)
+	if err != nil {
+		return nil, err
+	}
+	if r.plan = d.Plan(); r.plan == nil {
 		units, err := lm.Units(&lmCfg, offload.DefaultDepSteps(&lmCfg))
 		if err != nil {
 			return nil, err
@@ -176,28 +187,25 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	}
 
 	timed := lm.NewTimed(model, w)
-	be, err := cpu.New(cpu.Options{Threads: c.Int("threads")})
-	if err != nil {
-		return nil, err
-	}
-	defer be.Close()
-	gen := lm.NewEngine(model, be, timed).NewGen(lm.GenOptions{})
+	lmEng := lm.NewEngine(model, d.Backend(), timed)
+	gen := lmEng.NewGen(lm.GenOptions{})
 	gen.Reset()
 	gen.StepSilence() // a prompt phase first, its prefill run now: every measured step is a frame
 	gen.Flush()
 	user := lm.SineTokens[:lmCfg.NQ-lm.AudioTokensPerStream]
+	sess := infer.NewSession(lmEng, nil)
+	sess.Join(&infer.Conversation{Gen: gen, Codes: func(int) []int { return user }})
 	var stepTime time.Duration
 	for f := 0; f < c.Int("warmup")+r.frames; f++ {
 		if f == c.Int("warmup") {
 			timed.Reset()
 			stepTime = 0
 		}
-		t0 := time.Now()
-		gen.Step(user)
-		stepTime += time.Since(t0)
-		if err := gen.Err(); err != nil {
+		_, st, err := sess.Step()
+		if err != nil {
 			return nil, err
 		}
+		stepTime += st.LM
 		r.depSteps = gen.Stats().DepSteps
 	}
 	r.stepMs = float64(stepTime.Nanoseconds()) / 1e6 / float64(r.frames)
@@ -228,10 +236,10 @@ func (r *tuneResult) report(w io.Writer, c *ucli.Context) error {
 	var b strings.Builder
 	pl := r.plan
 	fmt.Fprintf(&b, "pp-offline tune: %s, %s, device %s, %d frames measured, %d threads, kernel %s\n",
-		r.configName, r.weightsName, r.device, r.frames, r.threads, ops.KernelName())
+		r.configName, r.weightsName, r.device, r.frames, r.threads, r.kernel)
 	fmt.Fprintf(&b, "figures:\n")
 	for _, f := range pl.Problem.Fig.List() {
-		if r.device != "sim" && f.Key != "cpu_bandwidth" && f.Key != "cpu_compute" {
+		if r.device != infer.DeviceSim && f.Key != "cpu_bandwidth" && f.Key != "cpu_compute" {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-24s %9.4g %-10s %-9s %s\n", f.Label, f.Value, f.Unit, f.Source, f.Note)

@@ -26,7 +26,7 @@ func tinyOptions(t *testing.T) Options {
 	return Options{
 		Config: cfg, Tokenizer: tinyDir + "tokenizer.model",
 		MoshiWeight: tinyDir + "model.safetensors", MimiWeight: tinyDir + "mimi.safetensors",
-		Device: "cpu",
+		Device: DeviceOptions{Name: "cpu"},
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/mimi"
-	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/offload"
 )
 
 // BenchOptions configure Bench.
@@ -23,16 +23,14 @@ type BenchOptions struct {
 	Weights     string // quantize the LM at load: "", "q8_0", "q4_k" (as Options.Weights)
 	Frames      int    // measured frames (after Warmup)
 	Warmup      int
-	Threads     int
 	MemoryBytes int // buffer for the memory-bandwidth measurement (0 = 1 GiB)
 	// KVFill pretends this many positions are already in the LM's KV cache
 	// (synthetic keys and values), to time attention at long contexts.
 	KVFill int
 	// BatchSize is the number of conversations run in lockstep (≤ 1: one).
 	BatchSize int
-	// Device is "cpu" (default) or "cuda", with GPU's options.
-	Device string
-	GPU    GPUOptions
+	// Device is where it runs (the CPU, or a GPU; not the simulated device).
+	Device DeviceOptions
 	Log    Logger
 }
 
@@ -98,13 +96,10 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	if o.Warmup < 0 {
 		o.Warmup = 0
 	}
-	if o.Threads > 0 {
-		ops.SetThreads(o.Threads)
-	}
 	cfg := *o.Config
 	lmCfg := cfg.LM
 	lmCfg.Context = min(lmCfg.Context, o.KVFill+o.Warmup+o.Frames+16)
-	res := &BenchResult{Frames: o.Frames, Threads: ops.Threads(), GoArch: runtime.GOARCH, NumCPU: runtime.NumCPU(), KernelPath: ops.KernelName(), ComputeDType: ops.ComputeDType()}
+	res := &BenchResult{Frames: o.Frames, GoArch: runtime.GOARCH, NumCPU: runtime.NumCPU()}
 
 	B := max(1, o.BatchSize)
 	mem := o.MemoryBytes
@@ -137,9 +132,26 @@ func bench(o BenchOptions) (*BenchResult, error) {
 		return nil, err
 	}
 
+	bc := cfg
+	bc.LM = lmCfg
+	d, err := OpenDevice(o.Device, JobShape{Config: &bc, BatchSize: o.BatchSize, MoshiWeight: o.MoshiWeight, Weights: o.Weights}, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	if d.Kind == DeviceSim {
+		return nil, fmt.Errorf("bench: --device sim is not timed (see pp-offline tune)")
+	}
+	e := d.CPU().Engine()
+	res.Threads, res.KernelPath, res.ComputeDType = e.Threads(), e.KernelName(), e.ComputeDType()
+	res.Device = d.Name()
+	if p := d.Plan(); p != nil {
+		res.PlanFrameMs, res.PlanSummary = p.Predict.FrameMs, p.Summary()
+		o.Log.Infof("offload plan: %s", res.PlanSummary)
+	}
+
 	t0 := time.Now()
 	var lf, mf *weights.File
-	var err error
 	if o.MoshiWeight != "" {
 		if lf, err = weights.Open(o.MoshiWeight); err != nil {
 			return nil, err
@@ -154,7 +166,7 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := quantizeAtLoad(o.Log, model, o.Weights); err != nil {
+	if err := quantizeAtLoad(o.Log, model, o.Weights, e); err != nil {
 		return nil, err
 	}
 	if o.Weights != "" {
@@ -172,100 +184,54 @@ func bench(o BenchOptions) (*BenchResult, error) {
 		}
 		mf = weights.Random(specs, 2)
 	}
-	codec, err := mimi.LoadFile(cfg.Mimi, mf)
+	codec, err := mimi.Load(cfg.Mimi, mf, d.Backend(), d.Host())
 	if err != nil {
 		return nil, err
 	}
 	res.LoadSeconds = time.Since(t0).Seconds()
-
-	bc := cfg
-	bc.LM = lmCfg
-	be, err := newBackend(Options{Threads: o.Threads, Device: o.Device, GPU: o.GPU, Config: &bc, BatchSize: o.BatchSize, MoshiWeight: o.MoshiWeight, Weights: o.Weights})
-	if err != nil {
-		return nil, err
-	}
-	defer be.Close()
-	res.KernelPath, res.ComputeDType = be.cpu.Engine().KernelName(), be.cpu.Engine().ComputeDType()
-	res.Device = be.Name()
-	if be.plan != nil {
-		res.PlanFrameMs, res.PlanSummary = be.plan.Predict.FrameMs, be.plan.Summary()
-		o.Log.Infof("offload plan: %s", res.PlanSummary)
-	}
-	codec.SetBackend(be)
 	res.BatchSize = B
-	placed, err := placeOnGPU(be, model, o.Log)
+	w, err := d.Place(model, B)
 	if err != nil {
 		return nil, err
 	}
-	if placed != nil {
-		defer placed.Close()
-	}
-	eng := lm.NewEngine(model, be, weightsOf(placed))
-	batch := codec.NewBatch()
+	eng := lm.NewEngine(model, d.Backend(), w)
+	sess := NewSession(eng, codec)
+	frame := codec.FrameSize()
 	gens := make([]*lm.Gen, B)
-	encs := make([]*mimi.Encoder, B)
-	decs := make([]*mimi.Decoder, B)
 	for i := range gens {
 		gens[i] = eng.NewGen(lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
 		gens[i].StepSilence() // a prompt phase first, so every measured step returns a frame
 		if o.KVFill > 0 {
-			model.Transformer.FillSynthetic(be, gens[i].TransformerState(), o.KVFill)
+			model.Transformer.FillSynthetic(d.Backend(), gens[i].TransformerState(), o.KVFill)
 		}
-		encs[i], decs[i] = codec.NewEncoder(), codec.NewDecoder()
+		hz := 220 * (1 + 0.1*float64(i)) // a different tone per conversation
+		sess.Join(&Conversation{Gen: gens[i], Audio: func(f int, pcm []float32) {
+			for k := range pcm {
+				pcm[k] = float32(0.3 * math.Sin(float64(f*frame+k)*2*math.Pi*hz/float64(cfg.Mimi.SampleRate)))
+			}
+		}})
 	}
-	frame := codec.FrameSize()
-	pcms := make([][]float32, B)
-	for i := range pcms {
-		pcms[i] = make([]float32, frame)
-	}
-	codes := make([][]int, B)
-	ins := make([]lm.Input, B)
-	outs := make([][]int, B)
-	dpcm := make([][]float32, B)
-	nq := cfg.Mimi.NumCodebooks
 	var tEnc, tLM, tTemp, tDep, tDec []float64
 	var bytesPerFrame []int64
 	depSteps := 0
 	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 	for f := 0; f < o.Warmup+o.Frames; f++ {
-		for c, pcm := range pcms {
-			hz := 220 * (1 + 0.1*float64(c)) // a different tone per conversation
-			for i := range pcm {
-				pcm[i] = float32(0.3 * math.Sin(float64(f*frame+i)*2*math.Pi*hz/float64(cfg.Mimi.SampleRate)))
-			}
+		_, st, err := sess.Step()
+		if err != nil {
+			return nil, err
 		}
-		a := time.Now()
-		batch.Encode(encs, pcms, codes)
-		b := time.Now()
-		for i := range ins {
-			ins[i] = lm.Input{User: codes[i]}
-		}
-		eng.Step(gens, ins)
-		c := time.Now()
-		ok := true
-		for i, g := range gens {
-			out, has := g.Output()
-			ok = ok && has
-			if has {
-				outs[i] = out[1 : 1+nq]
-			}
-		}
-		if ok {
-			batch.Decode(decs, outs, dpcm)
-		}
-		d := time.Now()
-		if f < o.Warmup || !ok {
+		if f < o.Warmup || st.Outputs < B {
 			continue
 		}
-		st := gens[0].Stats()
-		tEnc = append(tEnc, ms(b.Sub(a)))
-		tLM = append(tLM, ms(c.Sub(b)))
-		tTemp = append(tTemp, ms(st.TemporalTime))
-		tDep = append(tDep, ms(st.HeadsTime))
-		tDec = append(tDec, ms(d.Sub(c)))
-		bytesPerFrame = append(bytesPerFrame, st.WeightBytes)
-		depSteps = st.DepSteps
-		o.Log.Infof("step %d (%d conversations): encode %.1f ms, LM %.1f ms, decode %.1f ms", f, B, ms(b.Sub(a)), ms(c.Sub(b)), ms(d.Sub(c)))
+		gs := gens[0].Stats()
+		tEnc = append(tEnc, ms(st.Encode))
+		tLM = append(tLM, ms(st.LM))
+		tTemp = append(tTemp, ms(gs.TemporalTime))
+		tDep = append(tDep, ms(gs.HeadsTime))
+		tDec = append(tDec, ms(st.Decode))
+		bytesPerFrame = append(bytesPerFrame, gs.WeightBytes)
+		depSteps = gs.DepSteps
+		o.Log.Infof("step %d (%d conversations): encode %.1f ms, LM %.1f ms, decode %.1f ms", f, B, ms(st.Encode), ms(st.LM), ms(st.Decode))
 	}
 	gen := gens[0]
 	for _, g := range gens {
@@ -275,9 +241,16 @@ func bench(o BenchOptions) (*BenchResult, error) {
 		return nil, fmt.Errorf("no frame measured (frames %d, warmup %d)", o.Frames, o.Warmup)
 	}
 	res.Frames = len(tLM)
-	res.Threads = be.cpu.Engine().Threads()
-	if be.gpu != nil {
-		_, res.DevicePeakBytes, res.DeviceLimit = be.gpu.Memory()
+	if g := d.GPU(); g != nil {
+		_, res.DevicePeakBytes, res.DeviceLimit = g.Memory()
+	}
+	if p := d.Plan(); p != nil {
+		// The offload runtime copies every streamed unit once per pass.
+		for i, u := range p.Units() {
+			if p.Where[i] == offload.Streamed {
+				res.StreamedBytes += u.Bytes * int64(o.Warmup+o.Frames)
+			}
+		}
 	}
 	res.KVPositions = min(gen.TransformerState().Offset, lmCfg.Context)
 	res.LMMsPerFrame = median(tLM)
@@ -297,7 +270,7 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	res.KVBytesPerFrame = int64(B) * int64(res.KVPositions) * int64(lmCfg.Dim) * 2 * 4 * int64(lmCfg.NumLayers)
 	res.MemoryBoundGBps = float64(res.WeightBytesPerFrame+res.KVBytesPerFrame) / (res.LMMsPerFrame * 1e6)
 	o.Log.Infof("measuring memory read bandwidth over %d MiB", mem>>20)
-	res.MemoryGBps = ops.MeasureReadBandwidth(mem)
+	res.MemoryGBps = e.MeasureReadBandwidth(mem)
 	if res.MemoryGBps > 0 {
 		res.RooflineFraction = res.AchievedGBps / res.MemoryGBps
 	}

@@ -3,37 +3,109 @@ package infer
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
-// GPUOptions configure Device "cuda".
-type GPUOptions struct {
-	// Memory caps the device memory pp-offline allocates (0: the free
-	// memory): --gpu-memory.
-	Memory int64
-	// HostMemory is the offload plan's host budget (0: unlimited).
-	HostMemory int64
-	// Offload runs the LM through an offload plan (--cpu-offload): the
-	// planner places each unit resident, streamed or on the CPU for the
-	// device memory; otherwise the whole model must fit, which is checked
-	// before loading.
-	Offload bool
-	// ComputeDType is the device's compute dtype ("f32" or "bf16"; "": the
-	// CPU's setting).
+// DeviceOptions say where a job computes, as the flags give it: the only
+// input that turns --device, --cpu-offload, --gpu-memory, --threads,
+// --compute-dtype and PP_OFFLINE_KERNEL into behaviour (OpenDevice).
+type DeviceOptions struct {
+	// Name is --device: "auto", "cpu" (""), "cuda", "cuda:N" or "sim".
+	Name string
+	// CPUOffload is --cpu-offload: on a GPU the LM runs through an offload
+	// plan (each unit resident, streamed or on the CPU for the device
+	// memory); otherwise the whole model must fit, checked before loading.
+	CPUOffload bool
+	// Threads, Kernel and ComputeDType are the CPU backend's (0 / "": all
+	// usable cores, the best kernel variant, f32). ComputeDType is the
+	// GPU's too.
+	Threads      int
+	Kernel       string
 	ComputeDType string
+	// Offload sizes the device an offload plan is made for.
+	Offload OffloadOptions
+
+	kind     DeviceKind // set by Resolve
+	resolved bool
+}
+
+// Resolve fixes the kind of device (ResolveDevice, with its log lines)
+// once: a resolved DeviceOptions resolves to itself, silently.
+func (o DeviceOptions) Resolve(log Logger) (DeviceOptions, error) {
+	if o.resolved {
+		return o, nil
+	}
+	if log == nil {
+		log = nopLog{}
+	}
+	k, err := ResolveDevice(o, log)
+	if err != nil {
+		return o, err
+	}
+	o.kind, o.resolved = k, true
+	return o, nil
+}
+
+// Kind is the resolved kind (DeviceCPU before Resolve).
+func (o DeviceOptions) Kind() DeviceKind { return o.kind }
+
+// OffloadOptions size the device of an offload plan: the GPU's (with
+// --cpu-offload) or the simulated device's. One planner path serves both
+// (planUnits).
+type OffloadOptions struct {
+	// Memory is the device memory in bytes: on a GPU a cap on what
+	// pp-offline allocates (0: the free memory); on the simulated device
+	// its size (negative: lm.DefaultSimMemory).
+	Memory int64
+	// HostMemory is the plan's host budget (0: unlimited).
+	HostMemory int64
+	// Workspace is the device memory kept for activations whenever a unit
+	// runs on the device (negative: offload.DefaultWorkspace; the GPU
+	// always uses the default).
+	Workspace int64
+	// Figures are the machine figures the plan uses (nil:
+	// offload.DefaultFigures).
+	Figures *offload.Figures
+	// Verify makes the simulated device's runtime check at every release
+	// that the unit's device bytes still equal the host bytes.
+	Verify bool
+}
+
+// DeviceKind is what a job computes on.
+type DeviceKind int
+
+const (
+	DeviceCPU  DeviceKind = iota // the CPU backend
+	DeviceCUDA                   // the CUDA backend (its convolutions on the CPU)
+	DeviceSim                    // the CPU, the LM through an offload plan on a simulated device
+)
+
+// String is the kind's --device name.
+func (k DeviceKind) String() string {
+	switch k {
+	case DeviceCUDA:
+		return "cuda"
+	case DeviceSim:
+		return "sim"
+	}
+	return "cpu"
 }
 
 // The GPU's constructor and free memory (tests swap in the dry driver).
 var (
 	newGPU        = cuda.New
 	gpuFreeMemory = cuda.FreeMemory
+	gpuAvailable  = cuda.Available
 )
 
 // CUDAAvailable reports whether a usable GPU and its driver exist.
@@ -42,86 +114,244 @@ func CUDAAvailable() bool { return cuda.Available() == nil }
 // CUDAUnavailable says why there is no usable GPU (nil when there is one).
 func CUDAUnavailable() error { return cuda.Available() }
 
-// jobBackend is what a job computes on.
-type jobBackend interface {
-	backend.Backend
-	Close()
+// CheckDeviceOptions checks the values of o without opening anything: a
+// bad --device, --compute-dtype, --threads or kernel name is a usage error
+// the caller reports before any file is read.
+func CheckDeviceOptions(o DeviceOptions) error {
+	if _, ok := deviceNames[o.Name]; !ok && !strings.HasPrefix(o.Name, "cuda:") {
+		return fmt.Errorf("--device must be auto, cpu, cuda or sim, not %q", o.Name)
+	}
+	if o.Threads < 0 {
+		return fmt.Errorf("--threads must be positive (or 0: all cores), not %d", o.Threads)
+	}
+	if _, err := ops.ParseComputeDType(o.ComputeDType); o.ComputeDType != "" && err != nil {
+		return fmt.Errorf("--compute-dtype: %v", err)
+	}
+	if o.Kernel != "" && !slices.Contains(ops.KernelNames(), o.Kernel) {
+		return fmt.Errorf("PP_OFFLINE_KERNEL=%s: unknown or unsupported here (have %s)", o.Kernel, strings.Join(ops.KernelNames(), ", "))
+	}
+	return nil
 }
 
-// placeOnGPU starts executing the plan of a --cpu-offload GPU job: the
-// offload runtime on the backend's device (resident units uploaded,
-// streamed ones copied ahead of use on its copy stream), the backend
-// queued on the runtime's compute stream so the runtime's fences order
-// its kernels. Nil without a plan.
-func placeOnGPU(be *deviceBackend, model *lm.Model, log Logger) (*lm.Placed, error) {
-	if be.gpu == nil || be.plan == nil {
-		return nil, nil
+var deviceNames = map[string]DeviceKind{"": DeviceCPU, "cpu": DeviceCPU, "auto": DeviceCPU, "cuda": DeviceCUDA, "sim": DeviceSim}
+
+// ResolveDevice picks the kind: auto takes a usable GPU, else the CPU with
+// one log line; cuda without one is an error, except with --cpu-offload,
+// which says so in one line and runs on the CPU.
+func ResolveDevice(o DeviceOptions, log Logger) (DeviceKind, error) {
+	if err := CheckDeviceOptions(o); err != nil {
+		return 0, err
 	}
-	placed, err := lm.NewPlaced(model, be.plan, be.gpu.OffloadDevice())
-	if err != nil {
-		return nil, err
+	name := o.Name
+	if strings.HasPrefix(name, "cuda:") {
+		name = "cuda"
 	}
-	rt := placed.Runtime()
-	rt.DeviceCompute = true
-	if err := be.gpu.UseRuntimeStream(rt.ComputeStream()); err != nil {
-		placed.Close()
-		return nil, err
+	switch name {
+	case "sim":
+		if o.CPUOffload {
+			log.Infof("--cpu-offload: planning for the simulated device's free memory")
+		}
+		return DeviceSim, nil
+	case "auto":
+		why := gpuAvailable()
+		if why == nil {
+			return DeviceCUDA, nil
+		}
+		if o.CPUOffload {
+			log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
+		} else {
+			log.Infof("device: no usable GPU (%v): running on the CPU", why)
+		}
+		return DeviceCPU, nil
+	case "cuda":
+		if why := gpuAvailable(); why != nil {
+			if o.CPUOffload {
+				log.Infof("--cpu-offload: no usable GPU (%v): running on the CPU", why)
+				return DeviceCPU, nil
+			}
+			return 0, fmt.Errorf("--device cuda: no usable GPU: %v", why)
+		}
+		return DeviceCUDA, nil
 	}
-	m := be.plan.Memory
-	log.Infof("offload plan for the GPU (%s): %s; device: %s resident, %s staging, %s KV and workspace",
-		offload.FormatSize(placed.Device().Budget()), be.plan.Summary(), offload.FormatSize(m.GPUResident), offload.FormatSize(m.GPUStaging), offload.FormatSize(m.GPUKV+m.GPUDepKV+m.GPUWorkspace))
-	return placed, nil
+	if o.CPUOffload {
+		log.Infof("--cpu-offload has no effect with --device cpu")
+	}
+	return DeviceCPU, nil
 }
 
-// deviceBackend is a job's backend with what the device side needs to
-// report.
-type deviceBackend struct {
-	jobBackend
-	gpu  *cuda.CUDA
+// Device is where a job computes, opened once from DeviceOptions: its
+// backend, the CPU engine beside it, the offload plan when there is one,
+// and what closing it releases. Everything that depends on the device kind
+// asks the Device.
+type Device struct {
+	Kind DeviceKind
+	o    DeviceOptions
 	cpu  *cpu.CPU
-	plan *offload.Plan
+	gpu  *cuda.CUDA
+	plan *offload.Plan // the GPU's, made before loading (--cpu-offload)
+
+	placed *lm.Placed // the LM's offload executor once placed
+	log    Logger
 }
 
-func (d *deviceBackend) Close() {
-	d.jobBackend.Close()
-	if d.gpu != nil && d.cpu != nil {
-		d.cpu.Close()
+// JobShape is what sizing a device needs to know of the job before any
+// weight is loaded.
+type JobShape struct {
+	Config      *config.Config
+	BatchSize   int
+	MoshiWeight string // "" for random weights (bench, tune)
+	MimiWeight  string
+	Weights     string // --weights: the LM's block format at load
+}
+
+// OpenDevice opens the device o names (resolved first if it is not): the
+// CPU backend always (the codec's convolutions and an offload plan's CPU
+// units run on it), the GPU and its size check or offload plan for
+// DeviceCUDA.
+func OpenDevice(o DeviceOptions, job JobShape, log Logger) (*Device, error) {
+	if log == nil {
+		log = nopLog{}
 	}
-}
-
-// newBackend is the backend of a job: the CPU's, or Device "cuda"'s (with
-// the size check or the offload plan of o.GPU).
-func newBackend(o Options) (*deviceBackend, error) {
-	c, err := cpu.New(cpu.Options{Threads: o.Threads})
+	o, err := o.Resolve(log)
 	if err != nil {
 		return nil, err
 	}
-	if o.Device != "cuda" {
-		return &deviceBackend{jobBackend: c, cpu: c}, nil
-	}
-	g, plan, err := newCUDA(o, c)
+	k := o.kind
+	c, err := cpu.New(cpu.Options{Threads: o.Threads, Kernel: o.Kernel, ComputeDType: o.ComputeDType})
 	if err != nil {
+		return nil, err
+	}
+	d := &Device{Kind: k, o: o, cpu: c, log: log}
+	if e := c.Engine(); e.ComputeDType() == "bf16" {
+		log.Infof("compute dtype bf16 (kernel %s): outputs differ from the f32 parity path", e.BF16KernelName())
+	}
+	if k != DeviceCUDA {
+		return d, nil
+	}
+	if d.gpu, d.plan, err = openCUDA(o, job, c); err != nil {
 		c.Close()
 		return nil, err
 	}
-	return &deviceBackend{jobBackend: g, gpu: g, cpu: c, plan: plan}, nil
+	return d, nil
 }
 
-func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
-	cfg := o.Config
+// Backend is what the models compute on.
+func (d *Device) Backend() backend.Backend {
+	if d.gpu != nil {
+		return d.gpu
+	}
+	return d.cpu
+}
+
+// Host is the CPU engine beside the backend (the codec's convolutions).
+func (d *Device) Host() *ops.Engine { return d.cpu.Engine() }
+
+// CPU is the CPU backend (the backend itself unless on a GPU).
+func (d *Device) CPU() *cpu.CPU { return d.cpu }
+
+// GPU is the CUDA backend (nil unless DeviceCUDA).
+func (d *Device) GPU() *cuda.CUDA { return d.gpu }
+
+// Plan is the offload plan: the GPU's, or the simulated device's once
+// Place has made it (nil without one).
+func (d *Device) Plan() *offload.Plan {
+	if d.placed != nil {
+		return d.placed.Plan()
+	}
+	return d.plan
+}
+
+// Name describes the backend for a log line.
+func (d *Device) Name() string { return d.Backend().Name() }
+
+// ResidentKV reports whether the KV cache and activations live in device
+// memory (not counted in the host memory estimate).
+func (d *Device) ResidentKV() bool { return d.Kind == DeviceCUDA }
+
+// Place starts the LM's offload executor where the device has a plan (the
+// simulated device, a --cpu-offload GPU) and returns the Weights the LM
+// engine runs on: nil (the model's own) without a plan.
+func (d *Device) Place(model *lm.Model, batch int) (lm.Weights, error) {
+	switch {
+	case d.Kind == DeviceSim:
+		mem := d.o.Offload.Memory
+		if mem < 0 {
+			mem = lm.DefaultSimMemory
+		}
+		dev := offload.NewSimDevice(mem)
+		units, err := lm.UnitsOf(&model.Cfg, offload.DefaultDepSteps(&model.Cfg), storedDTypes(d.o, JobShape{}, model))
+		if err != nil {
+			return nil, fmt.Errorf("offload: %w", err)
+		}
+		plan, err := planUnits(units, batch, dev.Budget()-dev.Used(), d.o.Offload, false)
+		if err != nil {
+			return nil, err
+		}
+		if d.placed, err = lm.NewPlaced(model, plan, dev); err != nil {
+			return nil, err
+		}
+		d.placed.Runtime().Verify = d.o.Offload.Verify
+		for _, line := range d.placed.Summary() {
+			d.log.Infof("%s", line)
+		}
+		return d.placed, nil
+	case d.gpu != nil && d.plan != nil:
+		placed, err := lm.NewPlaced(model, d.plan, d.gpu.OffloadDevice())
+		if err != nil {
+			return nil, err
+		}
+		rt := placed.Runtime()
+		rt.DeviceCompute = true
+		if err := d.gpu.UseRuntimeStream(rt.ComputeStream()); err != nil {
+			placed.Close()
+			return nil, err
+		}
+		d.placed = placed
+		m := d.plan.Memory
+		d.log.Infof("offload plan for the GPU (%s): %s; device: %s resident, %s staging, %s KV and workspace",
+			offload.FormatSize(placed.Device().Budget()), d.plan.Summary(), offload.FormatSize(m.GPUResident), offload.FormatSize(m.GPUStaging), offload.FormatSize(m.GPUKV+m.GPUDepKV+m.GPUWorkspace))
+		return placed, nil
+	}
+	return nil, nil
+}
+
+// Finish ends the offload executor's run and returns its report line (""
+// without one).
+func (d *Device) Finish() (string, error) {
+	if d.placed == nil {
+		return "", nil
+	}
+	return d.placed.Finish()
+}
+
+// Close releases the executor, the GPU and the CPU backend's workers.
+func (d *Device) Close() {
+	if d.placed != nil {
+		d.placed.Close()
+		d.placed = nil
+	}
+	if d.gpu != nil {
+		d.gpu.Close()
+	}
+	d.cpu.Close()
+}
+
+// openCUDA opens the GPU backend with the size check, or the offload plan
+// of --cpu-offload (made for the device budget before anything is
+// allocated: the limit the backend will enforce).
+func openCUDA(o DeviceOptions, job JobShape, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
+	cfg := job.Config
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	dt := o.GPU.ComputeDType
+	dt := o.ComputeDType
 	if dt == "" {
 		dt = c.Engine().ComputeDType()
 	}
-	co := cuda.Options{Memory: o.GPU.Memory, ComputeDType: dt, CPU: c}
+	co := cuda.Options{Memory: o.Offload.Memory, ComputeDType: dt, CPU: c}
 	var plan *offload.Plan
-	if o.GPU.Offload {
-		// The plan is made for the device budget before anything is
-		// allocated: the limit the backend will enforce.
-		budget := o.GPU.Memory
+	if o.CPUOffload {
+		budget := o.Offload.Memory
 		if budget <= 0 {
 			free, err := gpuFreeMemory()
 			if err != nil {
@@ -129,11 +359,13 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 			}
 			budget = free
 		}
-		units, err := lm.UnitsOf(&cfg.LM, offload.DefaultDepSteps(&cfg.LM), storedDTypes(o))
+		units, err := lm.UnitsOf(&cfg.LM, offload.DefaultDepSteps(&cfg.LM), storedDTypes(o, job, nil))
 		if err != nil {
 			return nil, nil, fmt.Errorf("offload: %w", err)
 		}
-		if plan, err = planForGPU(units, max(1, o.BatchSize), budget, o.GPU.HostMemory); err != nil {
+		gpuOffload := o.Offload
+		gpuOffload.Workspace = -1
+		if plan, err = planUnits(units, max(1, job.BatchSize), budget, gpuOffload, true); err != nil {
 			return nil, nil, err
 		}
 		// Units come bound to their memory from the plan's runtime
@@ -144,8 +376,8 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if !o.GPU.Offload {
-		if err := checkFits(o, cfg, g); err != nil {
+	if !o.CPUOffload {
+		if err := checkFits(job, cfg, g); err != nil {
 			g.Close()
 			return nil, nil, err
 		}
@@ -154,13 +386,16 @@ func newCUDA(o Options, c *cpu.CPU) (*cuda.CUDA, *offload.Plan, error) {
 }
 
 // storedDTypes is the block format each LM tensor of the job will be held
-// in, for sizing the offload plan before anything is loaded: a quantized
-// checkpoint's own (read from its header), else what --weights makes of
-// it; nil (all bf16) otherwise, and when the file cannot be read (loading
-// reports that).
-func storedDTypes(o Options) func(tensor string) weights.DType {
+// in, for sizing an offload plan: a loaded model's own when given, else,
+// before anything is loaded, a quantized checkpoint's (read from its
+// header), else what --weights makes of it; nil (all bf16) otherwise, and
+// when the file cannot be read (loading reports that).
+func storedDTypes(o DeviceOptions, job JobShape, model *lm.Model) func(tensor string) weights.DType {
+	if model != nil {
+		return model.StoredDTypes()
+	}
 	dt := map[string]weights.DType{}
-	for _, s := range checkpointSpecs(o.MoshiWeight) {
+	for _, s := range checkpointSpecs(job.MoshiWeight) {
 		if s.DType.Quantized() {
 			dt[s.Name] = s.DType
 		}
@@ -168,23 +403,35 @@ func storedDTypes(o Options) func(tensor string) weights.DType {
 	if len(dt) > 0 {
 		return func(n string) weights.DType { return dt[n] }
 	}
-	if format, err := weights.ParseQuantFormat(o.Weights); err == nil {
+	if format, err := weights.ParseQuantFormat(job.Weights); err == nil {
 		return lm.StoredAs(format)
 	}
 	return nil
 }
 
-// planForGPU solves the offload plan for a GPU budget. The backend keeps
-// every temporal layer's KV cache on the device (attention runs there for
-// CPU units too), which the planner counts in host memory for CPU layers:
-// so the budget given to the planner is lowered by that KV until the plan
-// and its KV fit the device.
-func planForGPU(units *offload.LM, batch int, budget, host int64) (*offload.Plan, error) {
+// planUnits solves the offload plan of units for a device budget: the one
+// planner path of the simulated device and the GPU. On the GPU
+// (kvOnDevice) the backend keeps every temporal layer's KV cache on the
+// device (attention runs there for CPU units too), which the planner
+// counts in host memory for CPU layers: so the budget given to the planner
+// is lowered by that KV until the plan and its KV fit the device.
+func planUnits(units *offload.LM, batch int, budget int64, o OffloadOptions, kvOnDevice bool) (*offload.Plan, error) {
+	fig := offload.DefaultFigures()
+	if o.Figures != nil {
+		fig = *o.Figures
+	}
 	planned := budget
 	for try := 0; ; try++ {
-		plan, err := offload.NewProblem(units, offload.Workload{Batch: batch}, offload.DefaultFigures(), planned, host).Solve()
+		p := offload.NewProblem(units, offload.Workload{Batch: batch}, fig, planned, o.HostMemory)
+		if o.Workspace >= 0 {
+			p.Workspace = o.Workspace
+		}
+		plan, err := p.Solve()
 		if err != nil {
 			return nil, fmt.Errorf("offload: %w", err)
+		}
+		if !kvOnDevice {
+			return plan, nil
 		}
 		var extra int64
 		for i, u := range plan.Units() {
@@ -229,7 +476,7 @@ func FitsFor(cfg *config.Config, weightBytes int64, batch int, budget int64) Fit
 	return Fits{Weights: weightBytes, KV: kv, Workspace: offload.DefaultWorkspace, Budget: budget}
 }
 
-func checkFits(o Options, cfg *config.Config, g *cuda.CUDA) error {
+func checkFits(o JobShape, cfg *config.Config, g *cuda.CUDA) error {
 	var n int64
 	for _, p := range []string{o.MoshiWeight, o.MimiWeight} {
 		if p == "" {

@@ -44,7 +44,8 @@ func withDryGPU(t *testing.T, mem int64) {
 		return g, err
 	}
 	gpuFreeMemory = func() (int64, error) { return mem, nil }
-	t.Cleanup(func() { newGPU, gpuFreeMemory = cuda.New, cuda.FreeMemory })
+	gpuAvailable = func() error { return nil }
+	t.Cleanup(func() { newGPU, gpuFreeMemory, gpuAvailable = cuda.New, cuda.FreeMemory, cuda.Available })
 }
 
 // The job and bench paths of Device "cuda" on the dry driver: the size
@@ -57,7 +58,7 @@ func TestCUDAJobPathsDry(t *testing.T) {
 		t.Fatal(err)
 	}
 	tiny := "../testdata/tiny/"
-	o := Options{Config: cfg, Device: "cuda", MoshiWeight: tiny + "model.safetensors", MimiWeight: tiny + "mimi.safetensors",
+	o := Options{Config: cfg, Device: DeviceOptions{Name: "cuda"}, MoshiWeight: tiny + "model.safetensors", MimiWeight: tiny + "mimi.safetensors",
 		Tokenizer: tiny + "tokenizer.model", Greedy: true}
 	item := &Item{InputWAV: tiny + "input.wav", VoicePrompt: tiny + "voices/TINYF0.pt", Greedy: true}
 	run := func(o Options) (int, error) {
@@ -98,7 +99,7 @@ func TestCUDAJobPathsDry(t *testing.T) {
 		t.Fatalf("resident: %d items, %v", n, err)
 	}
 	off := o
-	off.GPU = GPUOptions{Offload: true, Memory: 64 << 20}
+	off.Device = DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: 64 << 20}}
 	if n, err := run(off); err != nil || n != 1 {
 		t.Fatalf("--cpu-offload: %d items, %v", n, err)
 	}
@@ -113,21 +114,21 @@ func TestCUDAJobPathsDry(t *testing.T) {
 	for _, q := range []struct{ weights, file string }{{"q8_0", o.MoshiWeight}, {"q4_k", o.MoshiWeight}, {"", qfile}} {
 		qo := off
 		qo.Weights, qo.MoshiWeight = q.weights, q.file
-		if st := storedDTypes(qo); st == nil || st("transformer.layers.0.self_attn.in_proj_weight") == "" {
+		if st := storedDTypes(qo.Device, JobShape{MoshiWeight: qo.MoshiWeight, Weights: qo.Weights}, nil); st == nil || st("transformer.layers.0.self_attn.in_proj_weight") == "" {
 			t.Fatalf("%s %s: the plan would size the units as bf16", q.weights, q.file)
 		}
 		if n, err := run(qo); err != nil || n != 1 {
 			t.Fatalf("--cpu-offload, %s %s: %d items, %v", q.weights, q.file, n, err)
 		}
 	}
-	if storedDTypes(o) != nil {
+	if storedDTypes(o.Device, JobShape{MoshiWeight: o.MoshiWeight, Weights: o.Weights}, nil) != nil {
 		t.Fatal("a bf16 checkpoint sized as blocks")
 	}
-	if _, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Device: "cuda", Weights: "q8_0", GPU: GPUOptions{Offload: true, Memory: 64 << 20}}); err != nil {
+	if _, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Weights: "q8_0", Device: DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: 64 << 20}}}); err != nil {
 		t.Fatalf("bench --weights q8_0 --cpu-offload: %v", err)
 	}
 
-	r, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Device: "cuda", GPU: GPUOptions{Offload: true, Memory: 64 << 20}})
+	r, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Device: DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: 64 << 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}

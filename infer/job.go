@@ -12,7 +12,6 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
-	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/prompts"
 	"github.com/pp-offline/pp-offline/voices"
 )
@@ -59,14 +58,11 @@ func Items(items ...*Item) func() (*Item, bool) {
 	}
 }
 
-// conv is one conversation in flight.
+// conv is one item in flight: its session member and what it collects.
 type conv struct {
+	Conversation
 	item *Item
 	in   *inputs
-	gen  *lm.Gen
-	enc  *mimi.Encoder
-	dec  *mimi.Decoder
-	f    int // next frame
 	n    int // frames
 	pcm  []float32
 	res  *Result
@@ -235,11 +231,15 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		positions = max(positions, p+(len(r.in.user)+frame-1)/frame)
 		prefill += p
 	}
+	dev, err := o.Device.Resolve(o.Log)
+	if err != nil {
+		return err
+	}
 	est := EstimateMemory(cfg, B, positions, prefill)
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
 	blocks, _ := quantSizes(o.Weights, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
 	est.Other += blocks
-	if o.Device == "cuda" {
+	if dev.Kind() == DeviceCUDA {
 		// The KV rings and activations live in device memory (the device's
 		// size check, or the offload plan, accounts for them).
 		est.KV, est.Activations = 0, 0
@@ -248,44 +248,29 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		return err
 	}
 
-	be, err := newBackend(o)
+	d, err := OpenDevice(dev, JobShape{Config: cfg, BatchSize: B, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Weights: o.Weights}, o.Log)
 	if err != nil {
 		return err
 	}
-	defer be.Close()
-	codec, model, err := loadModels(o)
+	defer d.Close()
+	codec, model, err := loadModels(o, d)
 	if err != nil {
 		return err
 	}
 	defer codec.Close()
-	codec.SetBackend(be)
+	defer model.Close()
 	// After the weights: a config that does not fit them is reported first.
 	if n := tok.VocabSize(); n != cfg.TextCard {
 		return fmt.Errorf("%s: the tokenizer has %d pieces but the model %s has text_card %d: tokenizer and model do not match", o.Tokenizer, n, o.MoshiWeight, cfg.TextCard)
 	}
-	var placed *lm.Placed
-	if o.Device == "sim" {
-		if placed, err = lm.NewSim(model, o.Offload); err != nil {
-			return err
-		}
-		defer placed.Close()
-		for _, line := range placed.Summary() {
-			o.Log.Infof("%s", line)
-		}
+	w, err := d.Place(model, B)
+	if err != nil {
+		return err
 	}
-	if o.Device == "cuda" {
-		if placed, err = placeOnGPU(be, model, o.Log); err != nil {
-			return err
-		}
-		if placed != nil {
-			defer placed.Close()
-		}
-	}
-	eng := lm.NewEngine(model, be, weightsOf(placed))
+	eng := lm.NewEngine(model, d.Backend(), w)
 	eng.SetContext(ctx)
-	batch := codec.NewBatch()
+	sess := NewSession(eng, codec)
 	frame = codec.FrameSize() // the codec's geometry (the estimate used the config's rate ratio)
-	nq := cfg.Mimi.NumCodebooks
 
 	start := func(r ready) (c *conv, err error) {
 		it, in := r.it, r.in
@@ -296,8 +281,7 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 				return nil, err
 			}
 		}
-		c = &conv{item: it, in: in, enc: codec.NewEncoder(), dec: codec.NewDecoder()}
-		c.gen = eng.NewGen(lm.GenOptions{
+		gen := eng.NewGen(lm.GenOptions{
 			UseSampling:     !it.Greedy,
 			Temp:            float32(it.TempAudio),
 			TempText:        float32(it.TempText),
@@ -309,43 +293,38 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		})
 		if in.voiceAudio != nil {
 			progress(o, "encoding the voice prompt")
-			if in.sys.VoiceFrames, err = encodeAll(ctx, c.enc, in.voiceAudio, frame); err != nil {
+			if in.sys.VoiceFrames, err = encodeAll(ctx, codec.NewEncoder(), in.voiceAudio, frame); err != nil {
 				return nil, err
 			}
-			c.enc.Reset()
 		}
 		progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
 		if p := in.promptSteps(cfg, frame); p >= cfg.Context {
 			o.Log.Infof("warning: %s: the prompt phases (%d steps: voice prompt, text prompt, silences) are longer than the model's context (%d): the conversation starts without their beginning", it.VoicePrompt, p, cfg.Context)
 		}
 		// Queued, not run: the prefill joins the batch's next pass.
-		if err := c.gen.QueueSystemPrompts(in.sys); err != nil {
+		if err := gen.QueueSystemPrompts(in.sys); err != nil {
 			return nil, fmt.Errorf("%s: %v", it.VoicePrompt, err)
 		}
-		c.n = (len(in.user) + frame - 1) / frame
-		c.res = &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate}
-		c.pcm = make([]float32, 0, c.n*frame)
+		n := (len(in.user) + frame - 1) / frame
+		c = &conv{item: it, in: in, n: n,
+			res: &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate},
+			pcm: make([]float32, 0, n*frame)}
+		c.Conversation = Conversation{Gen: gen, Frames: n,
+			Audio: func(f int, dst []float32) { copy(dst, in.user[f*frame:min((f+1)*frame, len(in.user))]) },
+			Output: func(text int, pcm []float32) {
+				c.res.TextTokens = append(c.res.TextTokens, text)
+				c.res.Pieces = append(c.res.Pieces, tok.RenderToken(text))
+				c.pcm = append(c.pcm, pcm...)
+			}}
 		if o.Progress != nil {
 			o.Progress.Start(c.n, float64(frame)/float64(cfg.Mimi.SampleRate))
 		}
 		return c, nil
 	}
 
-	var (
-		active []*conv
-		gens   []*lm.Gen
-		ins    []lm.Input
-		encs   []*mimi.Encoder
-		pcms   [][]float32
-		codes  [][]int
-		decs   []*mimi.Decoder
-		outs   [][]int
-		dpcm   [][]float32
-		owners []*conv
-	)
-	bufs := make([][]float32, 0, B)
+	active := map[*Conversation]*conv{}
 	for {
-		for len(active) < B && (len(queue) > 0 || pull()) {
+		for sess.Len() < B && (len(queue) > 0 || pull()) {
 			r := queue[0]
 			queue = queue[1:]
 			c, err := start(r)
@@ -356,9 +335,10 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 				done(ItemResult{Item: r.it, Err: err})
 				continue
 			}
-			active = append(active, c)
+			active[&c.Conversation] = c
+			sess.Join(&c.Conversation)
 		}
-		if len(active) == 0 {
+		if sess.Len() == 0 {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -370,65 +350,30 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		if err := codec.CheckFile(); err != nil {
 			return err
 		}
-		gens, ins, encs, pcms = gens[:0], ins[:0], encs[:0], pcms[:0]
-		for len(bufs) < len(active) {
-			bufs = append(bufs, make([]float32, frame))
+		members := sess.members
+		if o.Progress != nil {
+			members = append([]*Conversation(nil), members...)
 		}
-		for len(codes) < len(active) {
-			codes = append(codes, nil)
-		}
-		for i, c := range active {
-			buf := bufs[i]
-			clear(buf)
-			copy(buf, c.in.user[c.f*frame:min((c.f+1)*frame, len(c.in.user))])
-			encs, pcms = append(encs, c.enc), append(pcms, buf)
-			gens = append(gens, c.gen)
-		}
-		batch.Encode(encs, pcms, codes)
-		for i := range active {
-			ins = append(ins, lm.Input{User: codes[i]})
-		}
-		if err := eng.Step(gens, ins); err != nil {
-			return err
-		}
-		if err := eng.Err(); err != nil {
-			return err
-		}
-		decs, outs, owners = decs[:0], outs[:0], owners[:0]
-		for _, c := range active {
-			if out, ok := c.gen.Output(); ok {
-				decs, outs, owners = append(decs, c.dec), append(outs, out[1:1+nq]), append(owners, c)
-				c.res.TextTokens = append(c.res.TextTokens, out[0])
-				c.res.Pieces = append(c.res.Pieces, tok.RenderToken(out[0]))
-			}
-		}
-		for len(dpcm) < len(decs) {
-			dpcm = append(dpcm, nil)
-		}
-		batch.Decode(decs, outs, dpcm)
-		for i, c := range owners {
-			c.pcm = append(c.pcm, dpcm[i]...)
-		}
-		kept := active[:0]
-		for _, c := range active {
-			c.f++
-			if o.Progress != nil {
-				o.Progress.Frame(c.f)
-			}
-			if c.f < c.n {
-				kept = append(kept, c)
-				continue
-			}
-			done(c.finish())
-		}
-		clear(active[len(kept):])
-		active = kept
-	}
-	if placed != nil {
-		line, err := placed.Finish()
+		left, _, err := sess.Step()
 		if err != nil {
 			return err
 		}
+		if o.Progress != nil {
+			for _, m := range members {
+				o.Progress.Frame(m.Done())
+			}
+		}
+		for _, m := range left {
+			c := active[m]
+			delete(active, m)
+			done(c.finish())
+		}
+	}
+	line, err := d.Finish()
+	if err != nil {
+		return err
+	}
+	if line != "" {
 		o.Log.Infof("%s", line)
 	}
 	return nil

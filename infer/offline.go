@@ -14,7 +14,6 @@ import (
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/mimi"
-	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
 // Names of the model files in the Hugging Face repo (loaders.py).
@@ -46,17 +45,13 @@ type Options struct {
 	MoshiWeight string
 	MimiWeight  string
 	Config      *config.Config
-	Device      string // "cpu", "cuda" (GPU, below) or "sim" (below)
-	Threads     int
+	// Device says where the job computes (OpenDevice): the CPU, a GPU, or
+	// the CPU with the LM through an offload plan on a simulated device
+	// (docs/OFFLOAD.md; the outputs are those of the CPU).
+	Device DeviceOptions
 	// BatchSize is the number of conversations RunItems runs in lockstep
 	// (≤ 1: one at a time).
 	BatchSize int
-	// Offload configures Device "sim": the LM runs through an offload plan
-	// on a simulated device (offload's planner for the device's memory;
-	// docs/OFFLOAD.md). The outputs are those of the CPU.
-	Offload lm.SimOptions
-	// GPU configures Device "cuda".
-	GPU GPUOptions
 
 	Greedy              bool
 	TempAudio, TempText float64
@@ -91,9 +86,6 @@ func (o Options) withDefaults() Options {
 	if o.Config == nil {
 		o.Config = config.Default()
 	}
-	if o.Threads > 0 {
-		ops.SetThreads(o.Threads)
-	}
 	return o
 }
 
@@ -112,19 +104,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res.Result, res.Err
 }
 
-// weightsOf is the Weights of an offload executor, nil (the model's own
-// weights) without one.
-func weightsOf(p *lm.Placed) lm.Weights {
-	if p == nil {
-		return nil
-	}
-	return p
-}
-
-// loadModels maps Mimi and the LM (both stay memory-mapped).
-func loadModels(o Options) (*mimi.Model, *lm.Model, error) {
+// loadModels maps Mimi and the LM (both stay memory-mapped; Close releases
+// them), the codec on the device's backend and CPU engine.
+func loadModels(o Options, d *Device) (*mimi.Model, *lm.Model, error) {
 	progress(o, "loading mimi")
-	codec, err := mimi.Load(o.Config.Mimi, o.MimiWeight)
+	codec, err := mimi.Open(o.Config.Mimi, o.MimiWeight, d.Backend(), d.Host())
 	if err != nil {
 		if !strings.Contains(err.Error(), filepath.Base(o.MimiWeight)) {
 			err = fmt.Errorf("%s: %w", o.MimiWeight, err)
@@ -132,9 +116,11 @@ func loadModels(o Options) (*mimi.Model, *lm.Model, error) {
 		return nil, nil, err
 	}
 	progress(o, "loading moshi")
-	model, err := lm.LoadFile(&o.Config.LM, o.MoshiWeight)
+	model, err := lm.Open(&o.Config.LM, o.MoshiWeight)
 	if err == nil {
-		err = quantizeAtLoad(o.Log, model, o.Weights)
+		if err = quantizeAtLoad(o.Log, model, o.Weights, d.Host()); err != nil {
+			model.Close()
+		}
 	}
 	if err != nil {
 		codec.Close()

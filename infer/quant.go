@@ -13,7 +13,7 @@ import (
 // linear weights are quantized in RAM after loading (lm.QuantDType picks
 // them). The blocks are new memory; the checkpoint's pages they replace
 // stay mapped but are no longer read.
-func quantizeAtLoad(log Logger, m *lm.Model, format string) error {
+func quantizeAtLoad(log Logger, m *lm.Model, format string, e *ops.Engine) error {
 	if format == "" {
 		return nil
 	}
@@ -22,7 +22,7 @@ func quantizeAtLoad(log Logger, m *lm.Model, format string) error {
 		return fmt.Errorf("--weights: %v", err)
 	}
 	t0 := time.Now()
-	rep, err := m.QuantizeWeights(dt, ops.Parallel)
+	rep, err := m.QuantizeWeights(dt, e.Parallel)
 	if err != nil {
 		return fmt.Errorf("--weights %s: %v", format, err)
 	}

@@ -20,6 +20,7 @@ type QuantizeOptions struct {
 	Output      string
 	Format      string // q8_0 or q4_k
 	ToolVersion string // recorded in the file
+	Threads     int    // CPU threads (0: GOMAXPROCS)
 	Log         Logger
 }
 
@@ -41,6 +42,11 @@ func QuantizeFile(o QuantizeOptions) (*QuantizeReport, error) {
 	if o.Log == nil {
 		o.Log = nopLog{}
 	}
+	e, err := ops.NewEngine(ops.EngineOptions{Threads: o.Threads})
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
 	format, err := weights.ParseQuantFormat(o.Format)
 	if err != nil {
 		return nil, err
@@ -57,6 +63,10 @@ func QuantizeFile(o QuantizeOptions) (*QuantizeReport, error) {
 			return nil, fmt.Errorf("%s: already written by pp-offline quantize (%s): quantize the float checkpoint", o.MoshiWeight, k)
 		}
 		meta[k] = v
+	}
+	// NaN or Inf would be written into the blocks' scales: refused first.
+	if err := f.CheckFinite(); err != nil {
+		return nil, err
 	}
 	o.Log.Infof("hashing %s", o.MoshiWeight)
 	if rep.SHA256, err = fileSHA256(o.MoshiWeight); err != nil {
@@ -99,7 +109,7 @@ func QuantizeFile(o QuantizeOptions) (*QuantizeReport, error) {
 				_, err := w.Write(t.Data)
 				return err
 			}
-			b, err := weights.QuantizeTensorPar(t, dts[i], buf, ops.Parallel)
+			b, err := weights.QuantizeTensorPar(t, dts[i], buf, e.Parallel)
 			if err != nil {
 				return err
 			}

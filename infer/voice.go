@@ -21,23 +21,23 @@ func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := newBackend(o)
+	d, err := OpenDevice(o.Device, JobShape{Config: cfg, BatchSize: 1, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Weights: o.Weights}, o.Log)
 	if err != nil {
 		return nil, err
 	}
-	defer be.Close()
-	codec, model, err := loadModels(o)
+	defer d.Close()
+	codec, model, err := loadModels(o, d)
 	if err != nil {
 		return nil, err
 	}
 	defer codec.Close()
-	codec.SetBackend(be)
+	defer model.Close()
 	progress(o, "encoding the voice prompt")
 	frames, err := encodeAll(context.Background(), codec.NewEncoder(), x, codec.FrameSize())
 	if err != nil {
 		return nil, err
 	}
-	gen := lm.NewGen(model, be, lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
+	gen := lm.NewGen(model, d.Backend(), lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
 	gen.Reset()
 	emb, cache, err := gen.StepVoicePromptCodesSaving(frames)
 	if err != nil {

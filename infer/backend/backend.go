@@ -263,20 +263,3 @@ type Rope struct {
 	MaxPeriod float64
 	Data      any
 }
-
-// defaultBackend makes the process's default backend (RegisterDefault).
-var defaultBackend func() Backend
-
-// RegisterDefault sets how Default makes a backend; the CPU backend
-// registers itself (import infer/backend/cpu), so that model packages that
-// need a backend before one is chosen (Mimi's encoders for `codec`) never
-// name a concrete one.
-func RegisterDefault(f func() Backend) { defaultBackend = f }
-
-// Default is a backend of the registered default kind.
-func Default() Backend {
-	if defaultBackend == nil {
-		panic("backend: no default backend registered (import github.com/pp-offline/pp-offline/infer/backend/cpu)")
-	}
-	return defaultBackend()
-}

@@ -38,7 +38,7 @@ func loadTiny(t testing.TB, file string) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadFile(&cfg.LM, tiny+file)
+	m, err := Open(&cfg.LM, tiny+file)
 	if err != nil {
 		t.Fatal(err)
 	}

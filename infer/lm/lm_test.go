@@ -90,7 +90,7 @@ func TestLoadPatches(t *testing.T) {
 	c := cfg.LM
 	c.DepQ = 16
 	c.NumLayers = 3
-	if _, err := LoadFile(&c, tiny+"model.safetensors"); err == nil {
+	if _, err := Open(&c, tiny+"model.safetensors"); err == nil {
 		t.Fatal("a 3-layer config loaded a 2-layer checkpoint")
 	} else {
 		t.Log(err)

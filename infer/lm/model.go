@@ -16,6 +16,7 @@ package lm
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/config"
@@ -58,6 +59,7 @@ type Model struct {
 	Expanded, Replaced []string
 
 	file   *weights.File // the checkpoint the weights are views of
+	owned  bool          // file was opened by Open (Close releases it)
 	head   Head          // OutNorm and TextLinear, as the host Weights hand them out
 	host   *hostWeights
 	tables []*backend.Weight // Emb then TextEmb: embed_codes' order
@@ -126,9 +128,9 @@ func (m *Model) temporalConfig() nn.TransformerConfig {
 	}
 }
 
-// LoadFile opens a safetensors checkpoint and loads it (see Load). The file
-// stays mapped for the life of the process.
-func LoadFile(cfg *config.LM, path string) (*Model, error) {
+// Open opens a safetensors checkpoint (memory-mapped; Close releases it)
+// and loads it (see Load).
+func Open(cfg *config.LM, path string) (*Model, error) {
 	f, err := weights.Open(path)
 	if err != nil {
 		return nil, err
@@ -138,7 +140,19 @@ func LoadFile(cfg *config.LM, path string) (*Model, error) {
 		f.Close()
 		return nil, err
 	}
+	m.owned = true
 	return m, nil
+}
+
+// Close releases the checkpoint when Open opened it (a file given to Load
+// stays the caller's). The model must not be used after.
+func (m *Model) Close() error {
+	if !m.owned || m.file == nil {
+		return nil
+	}
+	err := m.file.Close()
+	m.file, m.owned = nil, false
+	return err
 }
 
 // Load binds the tensors of an LMModel checkpoint (as Tensors declares
@@ -172,10 +186,14 @@ func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 		return nil, err
 	}
 	seen := map[string]bool{}
+	var used []string // checkpoint tensors read, once each
 	get := func(name string, shape ...int) (*weights.Tensor, error) {
 		src, err := m.resolve(f, name)
 		if err != nil {
 			return nil, err
+		}
+		if !slices.Contains(used, src) {
+			used = append(used, src)
 		}
 		if src != name && !seen[name] {
 			m.Replaced = append(m.Replaced, name+" <- "+src)
@@ -184,6 +202,12 @@ func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 		return f.Get(src, shape...)
 	}
 	if err := nn.BindTensors(refs, get); err != nil {
+		return nil, err
+	}
+	// NaN or Inf in a weight would run to an all-padding transcript with
+	// no error: refused here, naming the tensor (a full scan of what the
+	// model reads, weights.CheckFinite).
+	if err := f.CheckFinite(used...); err != nil {
 		return nil, err
 	}
 	m.head = Head{OutNorm: m.OutNorm, TextLinear: m.TextLinear}

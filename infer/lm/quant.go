@@ -152,3 +152,8 @@ func (m *Model) Quantized() bool {
 	}
 	return false
 }
+
+// StoredDTypes is the block format each loaded LM tensor is held in
+// (Q8_0, Q4_K; the zero DType for the others): what an offload plan sizes
+// the units by.
+func (m *Model) StoredDTypes() func(name string) weights.DType { return m.storedDTypes() }

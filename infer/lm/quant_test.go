@@ -3,6 +3,7 @@ package lm
 import (
 	"bytes"
 	"fmt"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -183,7 +184,7 @@ func TestQuantDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, _ := config.Load(tiny + "config.json")
-		c, err := LoadFile(&cfg.LM, path)
+		c, err := Open(&cfg.LM, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,12 +197,15 @@ func TestQuantDeterministic(t *testing.T) {
 		var want forced
 		for _, k := range ops.KernelNames() {
 			for _, th := range []int{1, 2} {
-				prevK, prevT := ops.KernelName(), ops.Threads()
-				ops.SetKernel(k)
-				ops.SetThreads(th)
+				be, err := cpu.New(cpu.Options{Kernel: k, Threads: th})
+				if err != nil {
+					t.Fatal(err)
+				}
+				prev := testBE
+				testBE = be
 				got := force(t, c, s, embs)
-				ops.SetKernel(prevK)
-				ops.SetThreads(prevT)
+				testBE = prev
+				be.Close()
 				if want.text == nil {
 					want = got
 					continue

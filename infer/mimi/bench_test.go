@@ -2,6 +2,7 @@ package mimi
 
 import (
 	"fmt"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"math"
 	"runtime"
 	"testing"
@@ -47,7 +48,7 @@ func realRandomModel(b testing.TB) *Model {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := LoadFile(cfg, weights.Random(specs, 1))
+	m, err := Load(cfg, weights.Random(specs, 1), cpu.Default(), ops.Default())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,9 +99,12 @@ func BenchmarkCodecFrame(b *testing.B) {
 	pcm := testSignal(m.FrameSize())
 	for _, th := range []int{1, runtime.NumCPU()} {
 		b.Run(fmt.Sprintf("threads=%d", th), func(b *testing.B) {
-			saved := ops.Threads()
-			ops.SetThreads(th)
-			defer ops.SetThreads(saved)
+			c, err := cpu.New(cpu.Options{Threads: th})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			m := m.WithCompute(c, c.Engine())
 			e, d := m.NewEncoder(), m.NewDecoder()
 			d.DecodeFrame(e.EncodeFrame(pcm))
 			b.ReportAllocs()

@@ -1,6 +1,7 @@
 package mimi
 
 import (
+	"github.com/pp-offline/pp-offline/infer/ops"
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
@@ -18,7 +19,7 @@ func TestTransformersOnCUDADry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	m.SetBackend(g)
+	m = m.WithCompute(g, ops.Default())
 	pcm := loadWAV(t, tinyDir+"input.wav")
 	frame := m.FrameSize()
 	e, d := m.NewEncoder(), m.NewDecoder()

@@ -14,11 +14,13 @@
 package mimi
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
+	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -27,7 +29,7 @@ import (
 type Model struct {
 	Cfg *config.Mimi
 
-	file      *weights.File // owned when opened by Load
+	file      *weights.File // owned when opened by Open
 	enc, dec  []layer
 	encTr     *projTransformer
 	decTr     *projTransformer
@@ -35,23 +37,20 @@ type Model struct {
 	up        *convTrLayer // nil likewise
 	q         *quantizer
 	frameSize int
-	resample  int // SEANet steps per frame (the downsample stride)
-	dim       int // latent dimension (SEANet dimension)
-	be        backend.Backend
+	resample  int             // SEANet steps per frame (the downsample stride)
+	dim       int             // latent dimension (SEANet dimension)
+	be        backend.Backend // runs the codec's transformers
+	host      *ops.Engine     // runs the SEANet convolutions (CPU kernels)
 }
 
-// SetBackend makes the encoders, decoders and batches created from now on
-// run the codec's transformers on be (backend.Default(), the CPU's, until
-// then; the SEANet convolutions run on infer/ops' CPU kernels).
-func (m *Model) SetBackend(be backend.Backend) { m.be = be }
-
-// Load opens a Mimi safetensors checkpoint (memory-mapped; Close releases it).
-func Load(cfg *config.Mimi, path string) (*Model, error) {
+// Open opens a Mimi safetensors checkpoint (memory-mapped; Close releases
+// it) and loads it (see Load).
+func Open(cfg *config.Mimi, path string, be backend.Backend, host *ops.Engine) (*Model, error) {
 	f, err := weights.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := LoadFile(cfg, f)
+	m, err := Load(cfg, f, be, host)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -60,14 +59,20 @@ func Load(cfg *config.Mimi, path string) (*Model, error) {
 	return m, nil
 }
 
-// LoadFile binds the tensors of an open file (which must stay open while the
-// model is used) and checks every shape against cfg.
-func LoadFile(cfg *config.Mimi, f *weights.File) (*Model, error) {
+// Load binds the tensors of an open file (which must stay open while the
+// model is used) and checks every shape against cfg. The encoders, decoders
+// and batches made from the model run its transformers on be and its SEANet
+// convolutions on the CPU engine host (a CPU backend's own engine, or the
+// CPU beside a device backend).
+func Load(cfg *config.Mimi, f *weights.File, be backend.Backend, host *ops.Engine) (*Model, error) {
+	if be == nil || host == nil {
+		return nil, errors.New("mimi: Load needs a backend and a CPU engine")
+	}
 	g, err := geometry(cfg)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension, be: backend.Default()}
+	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension, be: be, host: host}
 	if m.enc, err = loadSteps(f, seanetPlan(&cfg.Seanet, true)); err != nil {
 		return nil, err
 	}
@@ -94,10 +99,33 @@ func LoadFile(cfg *config.Mimi, f *weights.File) (*Model, error) {
 	if m.q, err = loadQuantizer(f, cfg); err != nil {
 		return nil, err
 	}
+	// NaN or Inf in a weight would decode to garbage with no error:
+	// refused here, naming the tensor (a full scan of what the codec reads).
+	specs, err := WeightSpecs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, sp := range specs {
+		if f.Has(sp.Name) {
+			names = append(names, sp.Name)
+		}
+	}
+	if err := f.CheckFinite(names...); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-// Close releases the checkpoint mapping when the model was opened by Load.
+// WithCompute is the model's weights run on another backend and CPU engine
+// (a shallow copy: the weights are shared, the copy owns no file).
+func (m *Model) WithCompute(be backend.Backend, host *ops.Engine) *Model {
+	c := *m
+	c.be, c.host, c.file = be, host, nil
+	return &c
+}
+
+// Close releases the checkpoint mapping when the model was opened by Open.
 func (m *Model) Close() error {
 	if m.file == nil {
 		return nil
@@ -330,12 +358,12 @@ func (m *Model) NewEncoder() *Encoder {
 		qs: m.q.newScratch(), codes: make([]int, m.Cfg.NumCodebooks)}
 	T := m.frameSize
 	for _, l := range m.enc {
-		s := l.newStage()
+		s := l.newStage(m.host)
 		T = prealloc(s, T)
 		e.steps = append(e.steps, s)
 	}
 	if m.down != nil {
-		e.down = m.down.newConvStage()
+		e.down = m.down.newConvStage(m.host)
 		prealloc(e.down, m.resample)
 	}
 	return e
@@ -423,12 +451,12 @@ type Decoder struct {
 func (m *Model) NewDecoder() *Decoder {
 	d := &Decoder{m: m, qs: m.q.newScratch(), tr: m.decTr.newStage(m.be, m.resample), run: m.decTr.newRunner(m.be)}
 	if m.up != nil {
-		d.up = m.up.newConvTrStage()
+		d.up = m.up.newConvTrStage(m.host)
 		prealloc(d.up, 1)
 	}
 	T := m.resample
 	for _, l := range m.dec {
-		s := l.newStage()
+		s := l.newStage(m.host)
 		T = prealloc(s, T)
 		d.steps = append(d.steps, s)
 	}

@@ -2,6 +2,7 @@ package mimi
 
 import (
 	"fmt"
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"math"
 	"testing"
 
@@ -19,7 +20,7 @@ func tinyModel(t testing.TB) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Load(cfg.Mimi, tinyDir+"mimi.safetensors")
+	m, err := Open(cfg.Mimi, tinyDir+"mimi.safetensors", cpu.Default(), ops.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,12 +332,12 @@ func TestLoadErrorsNameTensor(t *testing.T) {
 	}
 	c := *cfg.Mimi
 	c.Seanet.NFilters = 16 // shapes no longer match the checkpoint
-	_, err = Load(&c, tinyDir+"mimi.safetensors")
+	_, err = Open(&c, tinyDir+"mimi.safetensors", cpu.Default(), ops.Default())
 	if err == nil {
 		t.Fatal("mismatched config accepted")
 	}
 	t.Log(err)
-	if _, err := Load(cfg.Mimi, tinyDir+"missing.safetensors"); err == nil {
+	if _, err := Open(cfg.Mimi, tinyDir+"missing.safetensors", cpu.Default(), ops.Default()); err == nil {
 		t.Fatal("missing file accepted")
 	} else {
 		t.Log(err)
@@ -374,15 +375,20 @@ func TestKernelVariantsAndThreadsBitIdentical(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-size model")
 	}
-	savedK, savedT := ops.KernelName(), ops.Threads()
-	defer func() {
-		ops.SetKernel(savedK)
-		ops.SetThreads(savedT)
-	}()
-	m := realRandomModel(t)
-	tiny := tinyModel(t)
+	real := realRandomModel(t)
+	tinyDefault := tinyModel(t)
+	m, tiny := real, tinyDefault
 	tinyPCM := loadWAV(t, tinyDir+"input.wav")
 	wantTiny := runEncode(tiny, tiny.NewEncoder(), tinyPCM)
+	use := func(k string, th int) {
+		t.Helper()
+		c, err := cpu.New(cpu.Options{Kernel: k, Threads: th})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		m, tiny = real.WithCompute(c, c.Engine()), tinyDefault.WithCompute(c, c.Engine())
+	}
 	type result struct {
 		codes  []int
 		latent []float32
@@ -412,13 +418,12 @@ func TestKernelVariantsAndThreadsBitIdentical(t *testing.T) {
 	names := ops.KernelNames()
 	for i := len(names) - 1; i >= 0; i-- { // best first: it runs the most frames
 		k := names[i]
-		ops.SetKernel(k)
 		frames := 3
 		if k == "portable" {
 			frames = 1 // slow at this size
 		}
 		for _, th := range []int{1, 2} {
-			ops.SetThreads(th)
+			use(k, th)
 			r := run(frames)
 			if first == nil {
 				first = &r

@@ -146,7 +146,8 @@ func seanetPlan(c *config.Seanet, encoder bool) []stepDesc {
 }
 
 // layer is the weights of one streaming module; stage is its state.
-type layer interface{ newStage() stage }
+// layer makes the streaming stage of one SEANet layer, run on CPU engine e.
+type layer interface{ newStage(e *ops.Engine) stage }
 
 type stage interface {
 	// forward consumes T input rows and returns the output rows it can
@@ -257,6 +258,7 @@ type convLayer struct {
 
 type convStage struct {
 	l     *convLayer
+	e     *ops.Engine
 	buf   []float32 // held rows then new rows, [rows][In]
 	held  int
 	first bool // the left padding is still to add
@@ -264,9 +266,11 @@ type convStage struct {
 	sc    ops.ConvScratch
 }
 
-func (l *convLayer) newStage() stage { return l.newConvStage() }
+func (l *convLayer) newStage(e *ops.Engine) stage { return l.newConvStage(e) }
 
-func (l *convLayer) newConvStage() *convStage { return &convStage{l: l, first: true} }
+func (l *convLayer) newConvStage(e *ops.Engine) *convStage {
+	return &convStage{l: l, e: e, first: true}
+}
 
 func (s *convStage) reset() {
 	s.held = 0
@@ -274,9 +278,9 @@ func (s *convStage) reset() {
 }
 
 // input copies x (through the ELU when the layer has one) into dst.
-func input(dst, x []float32, elu bool) {
+func input(e *ops.Engine, dst, x []float32, elu bool) {
 	if elu {
-		ops.ELUTo(dst, x)
+		e.ELUTo(dst, x)
 	} else {
 		copy(dst, x)
 	}
@@ -298,7 +302,7 @@ func (s *convStage) forward(x []float32, T int) ([]float32, int) {
 	}
 	buf := s.buf[:rows*in]
 	p := (s.held + pad) * in
-	input(buf[p:p+T*in], x[:T*in], s.l.elu)
+	input(s.e, buf[p:p+T*in], x[:T*in], s.l.elu)
 	if pad > 0 {
 		seg := buf[s.held*in : p]
 		if s.l.replicate {
@@ -314,7 +318,7 @@ func (s *convStage) forward(x []float32, T int) ([]float32, int) {
 		n = (rows-span)/c.Stride + 1
 	}
 	s.out = grow(s.out, n*c.Out)
-	c.Forward(s.out, buf, n, &s.sc)
+	c.Forward(s.e, s.out, buf, n, &s.sc)
 	off := n * c.Stride
 	s.held = rows - off
 	copy(buf, buf[off*in:])
@@ -335,16 +339,17 @@ type convTrLayer struct {
 
 type convTrStage struct {
 	l   *convTrLayer
+	e   *ops.Engine
 	buf []float32 // Window()−1 history rows then the new rows, [rows][In]
 	out []float32 // [T·Stride][Out]
 	sc  ops.ConvScratch
 }
 
-func (l *convTrLayer) newStage() stage { return l.newConvTrStage() }
+func (l *convTrLayer) newStage(e *ops.Engine) stage { return l.newConvTrStage(e) }
 
-func (l *convTrLayer) newConvTrStage() *convTrStage {
+func (l *convTrLayer) newConvTrStage(e *ops.Engine) *convTrStage {
 	c := l.c
-	return &convTrStage{l: l, buf: make([]float32, (c.Window()-1)*c.In)}
+	return &convTrStage{l: l, e: e, buf: make([]float32, (c.Window()-1)*c.In)}
 }
 
 func (s *convTrStage) reset() { clear(s.buf[:(s.l.c.Window()-1)*s.l.c.In]) }
@@ -362,10 +367,10 @@ func (s *convTrStage) forward(x []float32, T int) ([]float32, int) {
 		s.buf = nb
 	}
 	buf := s.buf[:rows*in]
-	input(buf[h*in:], x[:T*in], s.l.elu)
+	input(s.e, buf[h*in:], x[:T*in], s.l.elu)
 	ready := T * c.Stride
 	s.out = grow(s.out, ready*c.Out)
-	c.Forward(s.out, buf, T, &s.sc)
+	c.Forward(s.e, s.out, buf, T, &s.sc)
 	copy(buf, buf[T*in:])
 	return s.out, ready
 }
@@ -375,14 +380,14 @@ func (s *convTrStage) forward(x []float32, T int) ([]float32, int) {
 // stage's output, never needed again).
 type eluLayer struct{}
 
-func (eluLayer) newStage() stage { return eluStage{} }
+func (eluLayer) newStage(e *ops.Engine) stage { return eluStage{e} }
 
-type eluStage struct{}
+type eluStage struct{ e *ops.Engine }
 
 func (eluStage) reset() {}
 
-func (eluStage) forward(x []float32, T int) ([]float32, int) {
-	ops.ELUTo(x, x)
+func (s eluStage) forward(x []float32, T int) ([]float32, int) {
+	s.e.ELUTo(x, x)
 	return x, T
 }
 
@@ -402,13 +407,13 @@ type resStage struct {
 	shortcut *convStage
 }
 
-func (l *resLayer) newStage() stage {
+func (l *resLayer) newStage(e *ops.Engine) stage {
 	s := &resStage{l: l}
 	for _, c := range l.block {
-		s.block = append(s.block, c.newConvStage())
+		s.block = append(s.block, c.newConvStage(e))
 	}
 	if l.shortcut != nil {
-		s.shortcut = l.shortcut.newConvStage()
+		s.shortcut = l.shortcut.newConvStage(e)
 	}
 	return s
 }

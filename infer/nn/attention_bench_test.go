@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
-	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
 // BenchmarkAttentionFullRing times one query over a full ring at the 7B
@@ -25,7 +24,7 @@ func BenchmarkAttentionFullRing(b *testing.B) {
 				r.End--
 				testBE.Attend(out, qkv, seqs, c.ctx, true)
 			}
-			b.ReportMetric(float64(ops.Threads()), "threads")
+			b.ReportMetric(float64(testBE.Engine().Threads()), "threads")
 		})
 	}
 }

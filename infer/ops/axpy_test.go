@@ -8,7 +8,7 @@ import (
 
 // Every kernel variant gives exactly the bits of the reference loop.
 func TestAxpyVariantsBitIdentical(t *testing.T) {
-	defer SetKernel(KernelName())
+	defer setKernel(defaultEngine.KernelName())
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{0, 1, 7, 8, 15, 16, 17, 31, 64, 100, 128, 1000} {
 		x := make([]float32, n)
@@ -21,7 +21,7 @@ func TestAxpyVariantsBitIdentical(t *testing.T) {
 		want := append([]float32(nil), base...)
 		axpyRef(want, a, x)
 		for _, k := range KernelNames() {
-			SetKernel(k)
+			setKernel(k)
 			got := append([]float32(nil), base...)
 			Axpy(got, a, x)
 			for i := range got {

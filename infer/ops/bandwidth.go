@@ -6,14 +6,14 @@ import (
 )
 
 // MeasureReadBandwidth measures this machine's memory read bandwidth in GB/s
-// (1e9 bytes per second): the pool's threads (Threads()) stream 1 MiB
+// (1e9 bytes per second): the engine's threads (e.Threads()) stream 1 MiB
 // chunks of a buffer of the given size (use several times the last-level
 // cache; at least 1 MiB is used) and sum them, with the same software
 // prefetch as the matrix-vector kernels. After a warm-up pass it runs passes
 // for about half a second and reports the fastest: the capability of the
 // machine (on a shared machine slower passes measure the neighbours). It
 // allocates and touches the buffer first, so it takes a moment.
-func MeasureReadBandwidth(bytes int) float64 {
+func (e *Engine) MeasureReadBandwidth(bytes int) float64 {
 	const block = 1 << 20 // per-chunk bytes, a multiple of the kernels' 128
 	bytes = max(bytes, block) / block * block
 	buf := make([]uint64, bytes/8)
@@ -24,7 +24,7 @@ func MeasureReadBandwidth(bytes int) float64 {
 	sums := make([]uint64, nchunks)
 	pass := func() time.Duration {
 		start := time.Now()
-		Parallel(nchunks, func(i int) {
+		e.Parallel(nchunks, func(i int) {
 			part := buf[i*block/8 : (i+1)*block/8]
 			sums[i] += readSum(unsafe.Slice((*byte)(unsafe.Pointer(&part[0])), block))
 		})

@@ -25,18 +25,18 @@ func TestMeasureReadBandwidth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures memory bandwidth")
 	}
-	gbps := MeasureReadBandwidth(8 << 20)
+	gbps := defaultEngine.MeasureReadBandwidth(8 << 20)
 	if !(gbps > 0.1) {
 		t.Fatalf("bandwidth %v GB/s", gbps)
 	}
-	t.Logf("read bandwidth (8 MiB, %d threads): %.1f GB/s", Threads(), gbps)
+	t.Logf("read bandwidth (8 MiB, %d threads): %.1f GB/s", defaultEngine.Threads(), gbps)
 }
 
 // BenchmarkReadBandwidth streams a 512 MiB buffer (16× the 32 MiB L3).
 func BenchmarkReadBandwidth(b *testing.B) {
 	best := 0.0
 	for range b.N {
-		best = max(best, MeasureReadBandwidth(512<<20))
+		best = max(best, defaultEngine.MeasureReadBandwidth(512<<20))
 	}
 	b.ReportMetric(best, "GB/s")
 }

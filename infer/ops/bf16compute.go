@@ -16,8 +16,8 @@ import (
 // reference computes on a GPU in bf16, and not bit-compatible with the f32
 // mode (the rounding of the activations changes results by about 2^-9
 // relative per term). F16 and F32 weights, Dot and everything else are
-// unaffected. The mode is a setting of an Engine (EngineOptions.ComputeDType;
-// SetComputeDType for the default engine); the parity tests run in "f32".
+// unaffected. The mode is a setting of an Engine (EngineOptions.ComputeDType);
+// the parity tests run in "f32".
 //
 // The numeric contract of the mode (the VDPBF16PS kernel in
 // bf16compute_amd64.s and the portable Go fallback below compute exactly
@@ -53,8 +53,8 @@ import (
 //
 // Results do not depend on the thread count or on whether a row comes from
 // MatVec or MatMul. The kernel is the assembly one when the CPU has
-// AVX512_BF16 and the engine uses the avx512 kernel variant (SetKernel,
-// EngineOptions.Kernel), the portable Go one otherwise — bit-identical, but the portable one is many
+// AVX512_BF16 and the engine uses the avx512 kernel variant
+// (EngineOptions.Kernel), the portable Go one otherwise — bit-identical, but the portable one is many
 // times slower than the f32 mode's kernels: the mode is only worth using
 // on CPUs with AVX512_BF16.
 
@@ -76,31 +76,23 @@ func parseComputeDType(name string) (bf16 bool, err error) {
 	return false, fmt.Errorf("ops: unknown compute dtype %q (want f32 or bf16)", name)
 }
 
-// SetComputeDType selects the default engine's compute dtype of BF16-weight
-// matrix products: "f32" (the default: exact float32 arithmetic, the parity
-// path) or "bf16" (activations rounded to bf16, VDPBF16PS where the CPU has
-// it). Switching it while products run makes the running ones use either
-// mode.
-func SetComputeDType(name string) error {
+// ParseComputeDType checks a compute dtype name as EngineOptions takes it
+// ("f32", "bf16"; "float32" and "bfloat16" too) and returns its short name.
+func ParseComputeDType(name string) (string, error) {
 	bf16, err := parseComputeDType(name)
 	if err != nil {
-		return err
+		return "", err
 	}
-	defaultEngine.bf16.Store(bf16)
-	return nil
+	if bf16 {
+		return "bf16", nil
+	}
+	return "f32", nil
 }
-
-// ComputeDType reports the default engine's compute dtype: "f32" or "bf16".
-func ComputeDType() string { return defaultEngine.ComputeDType() }
-
-// BF16KernelName names the kernel the default engine's bf16 compute mode
-// runs on: "avx512bf16" (VDPBF16PS) or "portable".
-func BF16KernelName() string { return defaultEngine.BF16KernelName() }
 
 // bf16Asm reports whether the bf16 mode of an engine using kernel variant k
 // runs the assembly kernels: the CPU has AVX512_BF16 and k is the avx512
-// variant (so that SetKernel forces the portable path in tests, as for the
-// f32 mode).
+// variant (so that EngineOptions.Kernel forces the portable path in tests,
+// as for the f32 mode).
 func bf16Asm(k *kernelSet) bool { return hasDPBF16 && k.id == kAVX512 }
 
 // roundBF16 rounds f to bf16 as VCVTNEPS2BF16 does.

@@ -12,30 +12,30 @@ import (
 // withComputeDType runs f in compute dtype name.
 func withComputeDType(t testing.TB, name string, f func()) {
 	t.Helper()
-	prev := ComputeDType()
-	if err := SetComputeDType(name); err != nil {
+	prev := defaultEngine.ComputeDType()
+	if err := setComputeDType(name); err != nil {
 		t.Fatal(err)
 	}
-	defer SetComputeDType(prev)
+	defer setComputeDType(prev)
 	f()
 }
 
 func TestSetComputeDType(t *testing.T) {
-	if got := ComputeDType(); got != "f32" {
+	if got := defaultEngine.ComputeDType(); got != "f32" {
 		t.Fatalf("default compute dtype %q, want f32", got)
 	}
 	withComputeDType(t, "bf16", func() {
-		if got := ComputeDType(); got != "bf16" {
-			t.Fatalf("compute dtype %q after SetComputeDType(bf16)", got)
+		if got := defaultEngine.ComputeDType(); got != "bf16" {
+			t.Fatalf("compute dtype %q after setComputeDType(bf16)", got)
 		}
-		if err := SetComputeDType("fp8"); err == nil {
-			t.Fatal("SetComputeDType(fp8) accepted")
+		if err := setComputeDType("fp8"); err == nil {
+			t.Fatal("setComputeDType(fp8) accepted")
 		}
-		if got := ComputeDType(); got != "bf16" {
+		if got := defaultEngine.ComputeDType(); got != "bf16" {
 			t.Fatalf("a rejected name changed the compute dtype to %q", got)
 		}
 	})
-	if got := ComputeDType(); got != "f32" {
+	if got := defaultEngine.ComputeDType(); got != "f32" {
 		t.Fatalf("compute dtype %q after restoring f32", got)
 	}
 }
@@ -165,8 +165,8 @@ func TestBF16KernelsBitIdentical(t *testing.T) {
 					m, xs := randBF16Inputs(rng, kind, rows, cols, 9)
 					want := make([][]float32, len(xs))
 					withKernel(t, "portable", func() {
-						if BF16KernelName() != "portable" {
-							t.Fatalf("bf16 kernel %s under the portable variant", BF16KernelName())
+						if defaultEngine.BF16KernelName() != "portable" {
+							t.Fatalf("bf16 kernel %s under the portable variant", defaultEngine.BF16KernelName())
 						}
 						for i := range xs {
 							want[i] = make([]float32, rows)
@@ -178,7 +178,7 @@ func TestBF16KernelsBitIdentical(t *testing.T) {
 							got := make([]float32, rows)
 							m.MatVec(got, xs[0])
 							if i := bitsEqual(got, want[0]); i >= 0 {
-								t.Fatalf("%s (%s) kind %d %dx%d MatVec row %d: %08x, portable %08x", name, BF16KernelName(), kind, rows, cols, i, math.Float32bits(got[i]), math.Float32bits(want[0][i]))
+								t.Fatalf("%s (%s) kind %d %dx%d MatVec row %d: %08x, portable %08x", name, defaultEngine.BF16KernelName(), kind, rows, cols, i, math.Float32bits(got[i]), math.Float32bits(want[0][i]))
 							}
 							for _, T := range []int{2, 4, 5, 9} {
 								dst := make([][]float32, T)
@@ -188,7 +188,7 @@ func TestBF16KernelsBitIdentical(t *testing.T) {
 								m.MatMul(dst, xs[:T])
 								for i := range T {
 									if j := bitsEqual(dst[i], want[i]); j >= 0 {
-										t.Fatalf("%s (%s) kind %d %dx%d MatMul T=%d input %d row %d: %08x, MatVec %08x", name, BF16KernelName(), kind, rows, cols, T, i, j, math.Float32bits(dst[i][j]), math.Float32bits(want[i][j]))
+										t.Fatalf("%s (%s) kind %d %dx%d MatMul T=%d input %d row %d: %08x, MatVec %08x", name, defaultEngine.BF16KernelName(), kind, rows, cols, T, i, j, math.Float32bits(dst[i][j]), math.Float32bits(want[i][j]))
 									}
 								}
 							}
@@ -312,11 +312,11 @@ func testBF16Threads(t *testing.T, rng *rand.Rand) {
 					return
 				}
 				if i := bitsEqual(got, want); i >= 0 {
-					t.Fatalf("%s %dx%d MatVec with %d threads differs at row %d", BF16KernelName(), rows, cols, n, i)
+					t.Fatalf("%s %dx%d MatVec with %d threads differs at row %d", defaultEngine.BF16KernelName(), rows, cols, n, i)
 				}
 				for k := range xs {
 					if i := bitsEqual(gotMM[k], wantMM[k]); i >= 0 {
-						t.Fatalf("%s %dx%d MatMul with %d threads differs at input %d row %d", BF16KernelName(), rows, cols, n, k, i)
+						t.Fatalf("%s %dx%d MatMul with %d threads differs at input %d row %d", defaultEngine.BF16KernelName(), rows, cols, n, k, i)
 					}
 				}
 			})
@@ -325,7 +325,7 @@ func testBF16Threads(t *testing.T, rng *rand.Rand) {
 			v := make([]float32, rows)
 			m.MatVec(v, xs[k])
 			if i := bitsEqual(v, wantMM[k]); i >= 0 {
-				t.Fatalf("%s %dx%d MatMul input %d differs from MatVec at row %d", BF16KernelName(), rows, cols, k, i)
+				t.Fatalf("%s %dx%d MatMul input %d differs from MatVec at row %d", defaultEngine.BF16KernelName(), rows, cols, k, i)
 			}
 		}
 	}
@@ -402,10 +402,10 @@ func TestBF16Dispatch(t *testing.T) {
 			if hasDPBF16 && name == "avx512" {
 				want = "avx512bf16"
 			}
-			if got := BF16KernelName(); got != want {
+			if got := defaultEngine.BF16KernelName(); got != want {
 				t.Errorf("kernel variant %s: bf16 kernel %s, want %s (hasDPBF16 %v)", name, got, want, hasDPBF16)
 			}
 		})
 	}
-	t.Logf("kernel variants %v; bf16 mode runs on %s", KernelNames(), BF16KernelName())
+	t.Logf("kernel variants %v; bf16 mode runs on %s", KernelNames(), defaultEngine.BF16KernelName())
 }

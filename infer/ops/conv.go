@@ -110,9 +110,9 @@ func (c *Conv1d) InRows(T int) int {
 }
 
 // Forward writes T output rows [T][Out] into dst from src, which holds at
-// least InRows(T) rows of In values. sc may be nil (the product then runs
-// on the calling goroutine only).
-func (c *Conv1d) Forward(dst, src []float32, T int, sc *ConvScratch) {
+// least InRows(T) rows of In values, on engine e's kernels and workers. sc
+// may be nil (the product then runs on the calling goroutine only).
+func (c *Conv1d) Forward(e *Engine, dst, src []float32, T int, sc *ConvScratch) {
 	if T <= 0 {
 		return
 	}
@@ -121,7 +121,7 @@ func (c *Conv1d) Forward(dst, src []float32, T int, sc *ConvScratch) {
 	}
 	In, Out := c.In, c.Out
 	if c.Groups == 1 {
-		c.pk.run(defaultEngine, dst, Out, src, T, c.Stride*In, c.Dilation*In, sc)
+		c.pk.run(e, dst, Out, src, T, c.Stride*In, c.Dilation*In, sc)
 		return
 	}
 	K := c.Kernel
@@ -212,8 +212,8 @@ func (c *ConvTranspose1d) Reserve(sc *ConvScratch, T int) { sc.chunkFunc() }
 // In values: the history, then the T input steps. Output step s receives
 // the contributions of every input step t with 0 ≤ s−t·Stride < Kernel:
 // the full transposed convolution of the history and the new steps, from
-// the first new step's first output on. sc may be nil.
-func (c *ConvTranspose1d) Forward(dst, src []float32, T int, sc *ConvScratch) {
+// the first new step's first output on, on engine e. sc may be nil.
+func (c *ConvTranspose1d) Forward(e *Engine, dst, src []float32, T int, sc *ConvScratch) {
 	if T <= 0 {
 		return
 	}
@@ -222,7 +222,7 @@ func (c *ConvTranspose1d) Forward(dst, src []float32, T int, sc *ConvScratch) {
 		panic(fmt.Sprintf("ops: ConvTranspose1d.Forward: src %d / dst %d floats too short for %d steps (in %d, out %d, window %d, stride %d)", len(src), len(dst), T, In, Out, m, S))
 	}
 	if c.Groups == 1 {
-		c.pk.run(defaultEngine, dst, S*Out, src, T, In, 0, sc)
+		c.pk.run(e, dst, S*Out, src, T, In, 0, sc)
 		return
 	}
 	K := c.Kernel

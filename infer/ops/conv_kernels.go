@@ -218,10 +218,10 @@ func eluPortable(x float32) float32 {
 // ELUTo writes ELU(src) (alpha 1) into dst, which may be src: the
 // vectorised ELU of the convolutions, within 2 ulp of ELU (which computes
 // expm1 in float64) and bit-identical on every kernel variant. It runs on
-// the default engine's kernel variant.
-func ELUTo(dst, src []float32) {
+// the engine's kernel variant.
+func (e *Engine) ELUTo(dst, src []float32) {
 	src = src[:len(dst)]
-	n := archELU(defaultEngine.k.Load().id, dst, src)
+	n := archELU(e.k.Load().id, dst, src)
 	for i := n; i < len(dst); i++ {
 		dst[i] = eluPortable(src[i])
 	}

@@ -127,12 +127,12 @@ func TestConv1dMatchesNaive(t *testing.T) {
 			t.Fatalf("%+v: InRows(%d) = %d > %d", tc, T, c.InRows(T), tc.tin)
 		}
 		got := make([]float32, T*tc.out)
-		c.Forward(got, timeMajor(x, tc.in, tc.tin), T, nil)
+		c.Forward(defaultEngine, got, timeMajor(x, tc.in, tc.tin), T, nil)
 		closeRel(t, "conv1d", got, want)
 		// A reused scratch gives the same values, bit for bit.
 		again := make([]float32, T*tc.out)
-		c.Forward(again, timeMajor(x, tc.in, tc.tin), T, &sc)
-		c.Forward(again, timeMajor(x, tc.in, tc.tin), T, &sc)
+		c.Forward(defaultEngine, again, timeMajor(x, tc.in, tc.tin), T, &sc)
+		c.Forward(defaultEngine, again, timeMajor(x, tc.in, tc.tin), T, &sc)
 		for i := range got {
 			if got[i] != again[i] {
 				t.Fatalf("%+v: value %d: %g with scratch, %g without", tc, i, again[i], got[i])
@@ -171,13 +171,13 @@ func TestConvTranspose1dMatchesNaive(t *testing.T) {
 		src := make([]float32, (m-1+steps)*tc.in)
 		copy(src[(m-1)*tc.in:], timeMajor(x, tc.in, tc.T))
 		got := make([]float32, steps*tc.stride*out)
-		c.Forward(got, src, steps, &sc)
+		c.Forward(defaultEngine, got, src, steps, &sc)
 		full := (tc.T-1)*tc.stride + tc.k
 		closeRel(t, "conv_transpose1d", got[:full*out], want)
 		// Streaming step by step gives the same values, bit for bit.
 		for s := 0; s < steps; s++ {
 			one := make([]float32, tc.stride*out)
-			c.Forward(one, src[s*tc.in:], 1, nil)
+			c.Forward(defaultEngine, one, src[s*tc.in:], 1, nil)
 			for i, v := range one {
 				if v != got[s*tc.stride*out+i] {
 					t.Fatalf("%+v: step %d value %d: %g alone, %g in a block", tc, s, i, v, got[s*tc.stride*out+i])
@@ -232,13 +232,13 @@ func BenchmarkConv(b *testing.B) {
 					c, _ := NewConvTranspose1d(weights.Float32Tensor("w", []int{tc.in, tc.out, tc.k}, w), nil, tc.stride, 1)
 					x := randSlice(r, (c.Window()-1+tc.T)*tc.in)
 					y := make([]float32, tc.T*tc.stride*tc.out)
-					runs = append(runs, func(sc *ConvScratch) { c.Forward(y, x, tc.T, sc) })
+					runs = append(runs, func(sc *ConvScratch) { c.Forward(defaultEngine, y, x, tc.T, sc) })
 					rows, cols = tc.T*tc.stride, tc.k/tc.stride*tc.in
 				} else {
 					c, _ := NewConv1d(weights.Float32Tensor("w", []int{tc.out, tc.in, tc.k}, w), nil, tc.stride, 1, 1)
 					x := randSlice(r, c.InRows(tc.T)*tc.in)
 					y := make([]float32, tc.T*tc.out)
-					runs = append(runs, func(sc *ConvScratch) { c.Forward(y, x, tc.T, sc) })
+					runs = append(runs, func(sc *ConvScratch) { c.Forward(defaultEngine, y, x, tc.T, sc) })
 					rows, cols = tc.T, tc.k*tc.in
 				}
 			}
@@ -249,9 +249,9 @@ func BenchmarkConv(b *testing.B) {
 			}
 			for _, th := range []int{1, runtime.NumCPU()} {
 				b.Run(fmt.Sprintf("threads=%d", th), func(b *testing.B) {
-					saved := Threads()
-					SetThreads(th)
-					defer SetThreads(saved)
+					saved := defaultEngine.Threads()
+					setThreads(th)
+					defer setThreads(saved)
 					var sc ConvScratch
 					run(&sc)
 					b.ReportAllocs()
@@ -322,15 +322,15 @@ func convTrRef(w []float32, in, out, k int, bias []float32, x []float32, T, S in
 
 // withVariants runs f under every kernel variant and thread count.
 func withVariants(t *testing.T, f func(t *testing.T, variant string, threads int)) {
-	saved, savedThreads := KernelName(), Threads()
+	saved, savedThreads := defaultEngine.KernelName(), defaultEngine.Threads()
 	defer func() {
-		SetKernel(saved)
-		SetThreads(savedThreads)
+		setKernel(saved)
+		setThreads(savedThreads)
 	}()
 	for _, name := range KernelNames() {
-		SetKernel(name)
+		setKernel(name)
 		for _, th := range []int{1, 2, 3} {
-			SetThreads(th)
+			setThreads(th)
 			f(t, name, th)
 		}
 	}
@@ -378,9 +378,9 @@ func TestConvKernelsMatchReferenceBitForBit(t *testing.T) {
 			x := randSlice(r, c.InRows(tc.T)*tc.in)
 			want := convRef(w, tc.out, tc.in, tc.k, b, x, tc.T, tc.stride, tc.dil)
 			got := make([]float32, tc.T*tc.out)
-			c.Forward(got, x, tc.T, &sc)
+			c.Forward(defaultEngine, got, x, tc.T, &sc)
 			sameBits(t, fmt.Sprintf("%s, %d threads, conv %+v", variant, threads, tc), got, want)
-			c.Forward(got, x, tc.T, nil)
+			c.Forward(defaultEngine, got, x, tc.T, nil)
 			sameBits(t, fmt.Sprintf("%s, %d threads, conv %+v without scratch", variant, threads, tc), got, want)
 		}
 		for _, tc := range trs {
@@ -393,7 +393,7 @@ func TestConvKernelsMatchReferenceBitForBit(t *testing.T) {
 			x := randSlice(r, (c.Window()-1+tc.T)*tc.in)
 			want := convTrRef(w, tc.in, tc.out, tc.k, b, x, tc.T, tc.stride)
 			got := make([]float32, tc.T*tc.stride*tc.out)
-			c.Forward(got, x, tc.T, &sc)
+			c.Forward(defaultEngine, got, x, tc.T, &sc)
 			sameBits(t, fmt.Sprintf("%s, %d threads, conv_transpose %+v", variant, threads, tc), got, want)
 		}
 	})
@@ -409,7 +409,7 @@ func TestConvWithoutBias(t *testing.T) {
 	}
 	x := randSlice(r, c.InRows(20)*24)
 	got := make([]float32, 20*40)
-	c.Forward(got, x, 20, nil)
+	c.Forward(defaultEngine, got, x, 20, nil)
 	sameBits(t, "conv without bias", got, convRef(w, 40, 24, 3, nil, x, 20, 1, 1))
 }
 
@@ -455,10 +455,10 @@ func TestELUTo(t *testing.T) {
 		}
 		for _, n := range []int{len(xs), 1, 7, 8, 15, 16, 17, 33} {
 			got := make([]float32, n)
-			ELUTo(got, xs[len(xs)-n:])
+			defaultEngine.ELUTo(got, xs[len(xs)-n:])
 			sameBits(t, fmt.Sprintf("%s ELUTo, %d values", variant, n), got, ref[len(xs)-n:])
 			in := append([]float32(nil), xs[:n]...)
-			ELUTo(in, in) // in place
+			defaultEngine.ELUTo(in, in) // in place
 			sameBits(t, fmt.Sprintf("%s ELUTo in place, %d values", variant, n), in, ref[:n])
 		}
 	})
@@ -471,10 +471,10 @@ func TestELUToNaN(t *testing.T) {
 		for i := range x {
 			x[i] = float32(math.NaN())
 		}
-		ELUTo(x, x)
+		defaultEngine.ELUTo(x, x)
 		for i, v := range x {
 			if !math.IsNaN(float64(v)) {
-				t.Fatalf("%s: ELUTo(NaN) = %g at %d", variant, v, i)
+				t.Fatalf("%s: defaultEngine.ELUTo(NaN) = %g at %d", variant, v, i)
 			}
 		}
 	})

@@ -14,12 +14,12 @@ import (
 // finds its engine's pool busy runs its work inline). An Engine is safe for
 // concurrent use.
 //
-// The package-level functions (Mat.MatVec, Mat.MatMul, Dot, Axpy, Parallel,
-// the convolutions, ELUTo, MeasureReadBandwidth) run on the default engine,
-// Default(), which SetThreads, SetKernel and SetComputeDType configure.
+// An engine's settings are fixed by NewEngine. The package-level
+// conveniences (Mat.MatVec, Mat.MatMul, Dot, Axpy, Parallel) run on the
+// default engine, Default(): all cores, the best kernel variant, f32.
 type Engine struct {
-	k    atomic.Pointer[kernelSet] // kernel variant (changed only by SetKernel, on the default engine)
-	bf16 atomic.Bool               // compute dtype bf16 (changed only by SetComputeDType, on the default engine)
+	k    atomic.Pointer[kernelSet] // kernel variant (changed only by this package's tests)
+	bf16 atomic.Bool               // compute dtype bf16 (changed only by this package's tests)
 	pool *pool
 }
 
@@ -55,7 +55,7 @@ func Default() *Engine { return defaultEngine }
 // which Close stops. An engine that becomes unreachable without Close has
 // its workers stopped by the garbage collector, eventually. It returns an
 // error for a kernel variant this CPU cannot run or an unknown compute
-// dtype ("float32" and "bfloat16" are accepted too, as by SetComputeDType).
+// dtype ("float32" and "bfloat16" are accepted too, as by ParseComputeDType).
 func NewEngine(o EngineOptions) (*Engine, error) {
 	k := bestKernel()
 	if o.Kernel != "" {
@@ -84,7 +84,7 @@ func NewEngine(o EngineOptions) (*Engine, error) {
 // any. The engine stays usable, running everything on the calling goroutine
 // (Threads reports 1). Close is idempotent; it must not be called from
 // inside the engine's Parallel function. On the default engine it does
-// nothing (SetThreads sizes that one).
+// nothing.
 func (e *Engine) Close() {
 	if e == defaultEngine {
 		return

@@ -199,9 +199,9 @@ func TestEnginesConcurrentBitIdentical(t *testing.T) {
 	// see it.
 	stop := make(chan struct{})
 	var toggler sync.WaitGroup
-	defer SetKernel(KernelName())
-	defer SetThreads(Threads())
-	defer SetComputeDType(ComputeDType())
+	defer setKernel(defaultEngine.KernelName())
+	defer setThreads(defaultEngine.Threads())
+	defer setComputeDType(defaultEngine.ComputeDType())
 	toggler.Go(func() {
 		for i := 0; ; i++ {
 			select {
@@ -209,9 +209,9 @@ func TestEnginesConcurrentBitIdentical(t *testing.T) {
 				return
 			default:
 			}
-			SetKernel(names[i%len(names)])
-			SetThreads(1 + i%3)
-			_ = SetComputeDType([]string{"f32", "bf16"}[i%2])
+			setKernel(names[i%len(names)])
+			setThreads(1 + i%3)
+			_ = setComputeDType([]string{"f32", "bf16"}[i%2])
 			time.Sleep(100 * time.Microsecond)
 		}
 	})
@@ -284,13 +284,13 @@ func TestNewEngineOptions(t *testing.T) {
 			t.Errorf("NewEngine(%+v) accepted", o)
 		}
 	}
-	if Default() != defaultEngine || Default().KernelName() != KernelName() || Default().Threads() != Threads() {
+	if Default() != defaultEngine || Default().KernelName() != defaultEngine.KernelName() || Default().Threads() != defaultEngine.Threads() {
 		t.Fatal("Default() is not the package-level functions' engine")
 	}
-	n := Threads()
+	n := defaultEngine.Threads()
 	Default().Close()
-	if Threads() != n {
-		t.Fatalf("Default().Close() changed the threads from %d to %d", n, Threads())
+	if defaultEngine.Threads() != n {
+		t.Fatalf("Default().Close() changed the threads from %d to %d", n, defaultEngine.Threads())
 	}
 }
 
@@ -375,7 +375,7 @@ func TestEngineCloseStopsWorkers(t *testing.T) {
 	}
 	e.Close()
 	if e.Threads() != 1 {
-		t.Fatalf("closed engine: Threads() = %d", e.Threads())
+		t.Fatalf("closed engine: defaultEngine.Threads() = %d", e.Threads())
 	}
 	e.Parallel(100, func(i int) { seen[i]++ }) // inline: no lock needed
 	for i := range 100 {

@@ -15,15 +15,16 @@
 //
 // An Engine (engine.go) is one compute context: a kernel variant, a compute
 // dtype and a worker pool of its own, set once by NewEngine and stopped by
-// Close. Engines are independent of each other and of the default engine,
-// Default(), which is what the package-level functions (Mat.MatVec,
-// Mat.MatMul, Dot, Axpy, Parallel, the convolutions, ELUTo) run on and what
-// SetThreads, SetKernel and SetComputeDType configure, process-wide. Code
-// that owns its compute settings (a backend) makes its own Engine and calls
-// its methods; everything else uses the package-level functions.
+// Close, and never changed after. Engines are independent of each other and
+// of the default engine, Default() (all cores, the best kernel variant,
+// f32), which the package-level conveniences (Mat.MatVec, Mat.MatMul, Dot,
+// Axpy, Parallel) run on for tests and tools. A job's code runs on the
+// engine of its CPU backend (threads, kernel variant and compute dtype are
+// its options); the convolutions, ELUTo and MeasureReadBandwidth take an
+// engine.
 //
 // All of the above is the default compute dtype, "f32". An opt-in "bf16"
-// compute dtype (EngineOptions.ComputeDType, SetComputeDType;
+// compute dtype (EngineOptions.ComputeDType;
 // bf16compute.go) makes BF16-weight products round their activations to
 // bf16 (VDPBF16PS); it has its own, different bits and is outside the
 // parity tests.

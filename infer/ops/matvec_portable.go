@@ -77,9 +77,9 @@ func kernelByName(name string) *kernelSet {
 	return nil
 }
 
-// KernelName names the matrix kernel variant the default engine uses
-// ("avx512", "avx2", "portable").
-func KernelName() string { return defaultEngine.KernelName() }
+// BestKernel names the fastest matrix kernel variant this CPU runs (the
+// one an engine without EngineOptions.Kernel uses).
+func BestKernel() string { return bestKernel().name }
 
 // KernelNames lists the variants this CPU can run.
 func KernelNames() []string {
@@ -88,18 +88,6 @@ func KernelNames() []string {
 		out = append(out, k.name)
 	}
 	return out
-}
-
-// SetKernel selects the default engine's kernel variant by name (tests,
-// benchmarks, and the bench command). All variants give bit-identical
-// results; it reports whether the name is available on this CPU.
-func SetKernel(name string) bool {
-	k := kernelByName(name)
-	if k == nil {
-		return false
-	}
-	defaultEngine.k.Store(k)
-	return true
 }
 
 // mvKernel computes the first nl columns of rows [r0, r1) into dst[r0:r1].

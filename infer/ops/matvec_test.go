@@ -12,19 +12,19 @@ import (
 // withKernel runs f with kernel variant name selected.
 func withKernel(t testing.TB, name string, f func()) {
 	t.Helper()
-	prev := KernelName()
-	if !SetKernel(name) {
+	prev := defaultEngine.KernelName()
+	if !setKernel(name) {
 		t.Fatalf("kernel %q not available", name)
 	}
-	defer SetKernel(prev)
+	defer setKernel(prev)
 	f()
 }
 
 // withThreads runs f with n threads.
 func withThreads(n int, f func()) {
-	prev := Threads()
-	SetThreads(n)
-	defer SetThreads(prev)
+	prev := defaultEngine.Threads()
+	setThreads(n)
+	defer setThreads(prev)
 	f()
 }
 

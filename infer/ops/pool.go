@@ -35,7 +35,7 @@ var spinFor = 100 * time.Microsecond
 const (
 	// maxChunks bounds the chunks of one job (16 bits of the job word).
 	maxChunks = 1<<16 - 1
-	// maxThreads bounds the threads of an engine (SetThreads, NewEngine).
+	// maxThreads bounds the threads of an engine (NewEngine).
 	maxThreads = 1024
 )
 
@@ -72,19 +72,6 @@ func newPool(n int) *pool {
 	p.resize(n)
 	return p
 }
-
-// SetThreads sets the threads the default engine's kernels use, the caller
-// included (n ≤ 0: runtime.NumCPU(), the default). Results do not depend on
-// it. Not to be called from inside a Parallel function.
-func SetThreads(n int) {
-	if n <= 0 {
-		n = runtime.NumCPU()
-	}
-	defaultEngine.pool.setThreads(min(n, maxThreads))
-}
-
-// Threads reports the thread count of the default engine.
-func Threads() int { return defaultEngine.Threads() }
 
 // setThreads resizes the pool to n threads (1 ≤ n ≤ maxThreads).
 func (p *pool) setThreads(n int) {

@@ -9,8 +9,8 @@ import (
 func TestParallelRunsEachIndexOnce(t *testing.T) {
 	for _, th := range []int{1, 2, 3, 5} {
 		withThreads(th, func() {
-			if Threads() != th {
-				t.Fatalf("Threads() = %d, want %d", Threads(), th)
+			if defaultEngine.Threads() != th {
+				t.Fatalf("defaultEngine.Threads() = %d, want %d", defaultEngine.Threads(), th)
 			}
 			for _, n := range []int{0, 1, 2, 7, 100, maxChunks + 5} {
 				counts := make([]atomic.Int32, n)
@@ -41,11 +41,11 @@ func TestParallelNested(t *testing.T) {
 // Workers are started and stopped while jobs keep coming; parked and
 // spinning workers both pick the jobs up.
 func TestResizeWhileRunning(t *testing.T) {
-	defer SetThreads(0)
+	defer setThreads(0)
 	var total atomic.Int64
 	want := int64(0)
 	for round := range 200 {
-		SetThreads(1 + round%4)
+		setThreads(1 + round%4)
 		n := 1 + round%9
 		Parallel(n, func(int) { total.Add(1) })
 		want += int64(n)

@@ -13,13 +13,12 @@ import (
 	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
-// Options configure a CPU backend. Fields left empty take the settings of
-// infer/ops' default engine (ops.SetThreads, ops.SetKernel — which
-// PP_OFFLINE_KERNEL drives —, ops.SetComputeDType).
+// Options configure a CPU backend: they are all of its settings (nothing
+// process-wide sets them).
 type Options struct {
-	Threads      int    // threads of its worker pool, the caller included
-	Kernel       string // kernel variant (see ops.KernelNames)
-	ComputeDType string // "f32" (exact, the parity path) or "bf16"
+	Threads      int    // threads of its worker pool, the caller included (0: GOMAXPROCS, which honours a cgroup CPU quota)
+	Kernel       string // kernel variant (see ops.KernelNames; "": the best this CPU runs)
+	ComputeDType string // "f32" (exact, the parity path; ""), or "bf16"
 }
 
 // CPU is the CPU backend. It is used from one goroutine at a time.
@@ -34,22 +33,6 @@ type CPU struct {
 
 // New makes a CPU backend with its own engine.
 func New(o Options) (*CPU, error) {
-	d := ops.Default()
-	if o.Threads <= 0 {
-		o.Threads = d.Threads()
-	}
-	if o.Kernel == "" {
-		o.Kernel = d.KernelName()
-	}
-	if o.ComputeDType == "" {
-		o.ComputeDType = d.ComputeDType()
-	}
-	if o.Threads == d.Threads() && o.Kernel == d.KernelName() && o.ComputeDType == d.ComputeDType() {
-		// The settings of the default engine, which the codec's convolutions
-		// use: share its pool rather than keep two pools' workers spinning
-		// on the same cores.
-		return Default(), nil
-	}
 	e, err := ops.NewEngine(ops.EngineOptions{Threads: o.Threads, Kernel: o.Kernel, ComputeDType: o.ComputeDType})
 	if err != nil {
 		return nil, err
@@ -60,9 +43,8 @@ func New(o Options) (*CPU, error) {
 	return c, nil
 }
 
-func init() { backend.RegisterDefault(func() backend.Backend { return Default() }) }
-
-// Default is a CPU backend on the package-default engine of infer/ops (tests).
+// Default is a CPU backend on the package-default engine of infer/ops (all
+// cores, the best kernel variant, f32), for tests and tools.
 func Default() *CPU {
 	c := &CPU{e: ops.Default()}
 	c.att.c = c
