@@ -77,8 +77,8 @@ func runBench(c *ucli.Context) error {
 		Config: cfg, MoshiWeight: c.String("moshi-weight"), MimiWeight: c.String("mimi-weight"),
 		Frames: c.Int("frames"), Warmup: c.Int("warmup"),
 		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), BatchSize: c.Int("batch-size"), Log: log,
-		Weights: c.String("weights"),
-		Device:  dev,
+		Quantize: c.String("weights"),
+		Device:   dev,
 	})
 	if err != nil {
 		return err

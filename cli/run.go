@@ -325,8 +325,8 @@ func deviceOptions(c *ucli.Context, o *infer.Options, log *logger) error {
 	if o.Device, err = deviceFlags(c, log); err != nil {
 		return err
 	}
-	o.Weights = c.String("weights")
-	if err := infer.CheckWeights(o.Weights); err != nil {
+	o.Quantize = c.String("weights")
+	if err := infer.CheckWeights(o.Quantize); err != nil {
 		return fmt.Errorf("--weights: %v", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
 )
@@ -51,6 +52,30 @@ func init() {
 		},
 		Action: runTune,
 	})
+}
+
+// tuneFigures are the plan's machine figures: the CPU's read bandwidth
+// measured on the engine (or --cpu-bandwidth), the rest declared.
+func tuneFigures(c *ucli.Context, eng *ops.Engine, log *logger) (offload.Figures, error) {
+	fig := offload.DefaultFigures()
+	if c.IsSet("cpu-bandwidth") {
+		fig.CPUBandwidth = offload.Figure{Value: c.Float64("cpu-bandwidth"), Unit: "GB/s", Source: offload.FromDeclared, Note: "--cpu-bandwidth"}
+	} else {
+		n, err := offload.ParseSize(c.String("measure-bytes"))
+		if err != nil {
+			return fig, fmt.Errorf("--measure-bytes: %w", err)
+		}
+		log.Infof("measuring the memory read bandwidth (%s, %d threads)", offload.FormatSize(n), eng.Threads())
+		bw := eng.MeasureReadBandwidth(int(n))
+		fig.CPUBandwidth = offload.Figure{Value: bw, Unit: "GB/s", Source: offload.FromMeasured,
+			Note: fmt.Sprintf("read of %s by %d threads here (best pass)", offload.FormatSize(n), eng.Threads())}
+	}
+	if c.IsSet("sim-figures") {
+		if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
+			return fig, fmt.Errorf("--sim-figures: %w", err)
+		}
+	}
+	return fig, fig.Validate()
 }
 
 // tuneResult is what a tune run measured, for printing.
@@ -127,25 +152,8 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	defer cpuDev.Close()
 	eng := cpuDev.CPU().Engine()
 	r.threads, r.kernel = eng.Threads(), eng.KernelName()
-	fig := offload.DefaultFigures()
-	if c.IsSet("cpu-bandwidth") {
-		fig.CPUBandwidth = offload.Figure{Value: c.Float64("cpu-bandwidth"), Unit: "GB/s", Source: offload.FromDeclared, Note: "--cpu-bandwidth"}
-	} else {
-		n, err := offload.ParseSize(c.String("measure-bytes"))
-		if err != nil {
-			return nil, fmt.Errorf("--measure-bytes: %w", err)
-		}
-		log.Infof("measuring the memory read bandwidth (%s, %d threads)", offload.FormatSize(n), eng.Threads())
-		bw := eng.MeasureReadBandwidth(int(n))
-		fig.CPUBandwidth = offload.Figure{Value: bw, Unit: "GB/s", Source: offload.FromMeasured,
-			Note: fmt.Sprintf("read of %s by %d threads here (best pass)", offload.FormatSize(n), eng.Threads())}
-	}
-	if c.IsSet("sim-figures") {
-		if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
-			return nil, fmt.Errorf("--sim-figures: %w", err)
-		}
-	}
-	if err := fig.Validate(); err != nil {
+	fig, err := tuneFigures(c, eng, log)
+	if err != nil {
 		return nil, err
 	}
 

@@ -20,7 +20,7 @@ type BenchOptions struct {
 	Config      *config.Config
 	MoshiWeight string // "" = random bf16 weights at the config's shape
 	MimiWeight  string // "" = random f32 weights at the config's Mimi shape
-	Weights     string // quantize the LM at load: "", "q8_0", "q4_k" (as Options.Weights)
+	Quantize    string // quantize the LM at load: "", "q8_0", "q4_k" (--weights, as Options.Quantize)
 	Frames      int    // measured frames (after Warmup)
 	Warmup      int
 	MemoryBytes int // buffer for the memory-bandwidth measurement (0 = 1 GiB)
@@ -106,35 +106,13 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	if mem <= 0 {
 		mem = 1 << 30
 	}
-	est := EstimateMemory(&cfg, B, o.KVFill+o.Warmup+o.Frames+16, B*16)
-	est.Other = int64(mem)
-	specs := lm.WeightSpecs(&lmCfg, weights.BF16)
-	if o.MoshiWeight == "" {
-		for _, s := range specs {
-			est.Other += specBytes(s)
-		}
-	} else {
-		est.Mapped += fileSize(o.MoshiWeight)
-		specs = checkpointSpecs(o.MoshiWeight)
-	}
-	blocks, _ := quantSizes(o.Weights, specs) // --weights: the blocks are new RAM
-	est.Other += blocks
-	if o.MimiWeight == "" {
-		if specs, err := mimi.WeightSpecs(cfg.Mimi); err == nil {
-			for _, s := range specs {
-				est.Other += specBytes(s)
-			}
-		}
-	} else {
-		est.Mapped += fileSize(o.MimiWeight)
-	}
-	if err := checkMemory(est, o.Log, "use a smaller --memory-mib, --batch-size or --frames, or a smaller --config"); err != nil {
+	if err := benchMemory(o, &cfg, &lmCfg, B, mem); err != nil {
 		return nil, err
 	}
 
 	bc := cfg
 	bc.LM = lmCfg
-	d, err := OpenDevice(o.Device, JobShape{Config: &bc, BatchSize: o.BatchSize, MoshiWeight: o.MoshiWeight, Weights: o.Weights}, o.Log)
+	d, err := OpenDevice(o.Device, JobShape{Config: &bc, BatchSize: o.BatchSize, MoshiWeight: o.MoshiWeight, Quantize: o.Quantize}, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -151,43 +129,12 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	}
 
 	t0 := time.Now()
-	var lf, mf *weights.File
-	if o.MoshiWeight != "" {
-		if lf, err = weights.Open(o.MoshiWeight); err != nil {
-			return nil, err
-		}
-		res.Weights = o.MoshiWeight
-	} else {
-		o.Log.Infof("building random bf16 LM weights (dim %d, %d layers)", lmCfg.Dim, lmCfg.NumLayers)
-		lf = weights.Random(lm.WeightSpecs(&lmCfg, weights.BF16), 1)
-		res.Weights = "random"
-	}
-	model, err := lm.Load(&lmCfg, lf)
+	model, codec, err := benchModels(o, &cfg, &lmCfg, d, res)
 	if err != nil {
 		return nil, err
 	}
-	if err := quantizeAtLoad(o.Log, model, o.Weights, e); err != nil {
-		return nil, err
-	}
-	if o.Weights != "" {
-		res.Weights += " (" + o.Weights + " at load)"
-	}
-	if o.MimiWeight != "" {
-		if mf, err = weights.Open(o.MimiWeight); err != nil {
-			return nil, err
-		}
-		res.Weights += " + " + o.MimiWeight
-	} else {
-		specs, err := mimi.WeightSpecs(cfg.Mimi)
-		if err != nil {
-			return nil, err
-		}
-		mf = weights.Random(specs, 2)
-	}
-	codec, err := mimi.Load(cfg.Mimi, mf, d.Backend(), d.Host())
-	if err != nil {
-		return nil, err
-	}
+	defer model.Close()
+	defer codec.Close()
 	res.LoadSeconds = time.Since(t0).Seconds()
 	res.BatchSize = B
 	w, err := d.Place(model, B)
@@ -275,6 +222,73 @@ func bench(o BenchOptions) (*BenchResult, error) {
 		res.RooflineFraction = res.AchievedGBps / res.MemoryGBps
 	}
 	return res, nil
+}
+
+// benchModels loads bench's models, from files or random at the config's
+// shape, on the device (res.Weights says which). Closing them releases the
+// files.
+func benchModels(o BenchOptions, cfg *config.Config, lmCfg *config.LM, d *Device, res *BenchResult) (model *lm.Model, codec *mimi.Model, err error) {
+	if o.MoshiWeight != "" {
+		model, err = lm.Open(lmCfg, o.MoshiWeight)
+		res.Weights = o.MoshiWeight
+	} else {
+		o.Log.Infof("building random bf16 LM weights (dim %d, %d layers)", lmCfg.Dim, lmCfg.NumLayers)
+		model, err = lm.Load(lmCfg, weights.Random(lm.WeightSpecs(lmCfg, weights.BF16), 1))
+		res.Weights = "random"
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := quantizeAtLoad(o.Log, model, o.Quantize, d.Host()); err != nil {
+		model.Close()
+		return nil, nil, err
+	}
+	if o.Quantize != "" {
+		res.Weights += " (" + o.Quantize + " at load)"
+	}
+	if o.MimiWeight != "" {
+		codec, err = mimi.Open(cfg.Mimi, o.MimiWeight, d.Backend(), d.Host())
+		res.Weights += " + " + o.MimiWeight
+	} else {
+		var specs []weights.Spec
+		if specs, err = mimi.WeightSpecs(cfg.Mimi); err == nil {
+			codec, err = mimi.Load(cfg.Mimi, weights.Random(specs, 2), d.Backend(), d.Host())
+		}
+	}
+	if err != nil {
+		model.Close()
+		return nil, nil, err
+	}
+	return model, codec, nil
+}
+
+// benchMemory checks the memory a bench run needs before anything loads:
+// random weights are new RAM, files are mapped, the bandwidth buffer mem.
+func benchMemory(o BenchOptions, cfg *config.Config, lmCfg *config.LM, B, mem int) error {
+	est := EstimateMemory(cfg, B, o.KVFill+o.Warmup+o.Frames+16, B*16)
+	est.Other = int64(mem)
+	specs := lm.WeightSpecs(lmCfg, weights.BF16)
+	if o.MoshiWeight == "" {
+		for _, s := range specs {
+			est.Other += specBytes(s)
+		}
+	} else {
+		est.Mapped += fileSize(o.MoshiWeight)
+		specs = checkpointSpecs(o.MoshiWeight)
+	}
+	blocks, _ := quantSizes(o.Quantize, specs) // --weights: the blocks are new RAM
+	est.Other += blocks
+	if o.MimiWeight == "" {
+		if specs, err := mimi.WeightSpecs(cfg.Mimi); err == nil {
+			for _, s := range specs {
+				est.Other += specBytes(s)
+			}
+		}
+	} else {
+		est.Mapped += fileSize(o.MimiWeight)
+	}
+	return checkMemory(est, o.Log, "use a smaller --memory-mib, --batch-size or --frames, or a smaller --config")
+
 }
 
 func median(x []float64) float64 {

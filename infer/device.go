@@ -201,7 +201,7 @@ type JobShape struct {
 	BatchSize   int
 	MoshiWeight string // "" for random weights (bench, tune)
 	MimiWeight  string
-	Weights     string // --weights: the LM's block format at load
+	Quantize    string // --weights: the LM's block format at load
 }
 
 // OpenDevice opens the device o names (resolved first if it is not): the
@@ -403,7 +403,7 @@ func storedDTypes(o DeviceOptions, job JobShape, model *lm.Model) func(tensor st
 	if len(dt) > 0 {
 		return func(n string) weights.DType { return dt[n] }
 	}
-	if format, err := weights.ParseQuantFormat(job.Weights); err == nil {
+	if format, err := weights.ParseQuantFormat(job.Quantize); err == nil {
 		return lm.StoredAs(format)
 	}
 	return nil
@@ -488,7 +488,7 @@ func checkFits(o JobShape, cfg *config.Config, g *cuda.CUDA) error {
 		}
 		n += st.Size()
 	}
-	_, saved := quantSizes(o.Weights, checkpointSpecs(o.MoshiWeight))
+	_, saved := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight))
 	n -= saved
 	_, _, limit := g.Memory()
 	if msg := FitsFor(cfg, n, o.BatchSize, limit).Error(); msg != "" {

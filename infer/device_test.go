@@ -79,7 +79,7 @@ func TestCUDAJobPathsDry(t *testing.T) {
 	// --weights q8_0 is sized as its blocks: a device between the bf16
 	// and the q8_0 need refuses the one and runs the other.
 	q8 := o
-	q8.Weights = "q8_0"
+	q8.Quantize = "q8_0"
 	files := fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
 	specs := checkpointSpecs(o.MoshiWeight)
 	blocks, saved := quantSizes("q8_0", specs)
@@ -113,18 +113,18 @@ func TestCUDAJobPathsDry(t *testing.T) {
 	}
 	for _, q := range []struct{ weights, file string }{{"q8_0", o.MoshiWeight}, {"q4_k", o.MoshiWeight}, {"", qfile}} {
 		qo := off
-		qo.Weights, qo.MoshiWeight = q.weights, q.file
-		if st := storedDTypes(qo.Device, JobShape{MoshiWeight: qo.MoshiWeight, Weights: qo.Weights}, nil); st == nil || st("transformer.layers.0.self_attn.in_proj_weight") == "" {
+		qo.Quantize, qo.MoshiWeight = q.weights, q.file
+		if st := storedDTypes(qo.Device, JobShape{MoshiWeight: qo.MoshiWeight, Quantize: qo.Quantize}, nil); st == nil || st("transformer.layers.0.self_attn.in_proj_weight") == "" {
 			t.Fatalf("%s %s: the plan would size the units as bf16", q.weights, q.file)
 		}
 		if n, err := run(qo); err != nil || n != 1 {
 			t.Fatalf("--cpu-offload, %s %s: %d items, %v", q.weights, q.file, n, err)
 		}
 	}
-	if storedDTypes(o.Device, JobShape{MoshiWeight: o.MoshiWeight, Weights: o.Weights}, nil) != nil {
+	if storedDTypes(o.Device, JobShape{MoshiWeight: o.MoshiWeight, Quantize: o.Quantize}, nil) != nil {
 		t.Fatal("a bf16 checkpoint sized as blocks")
 	}
-	if _, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Weights: "q8_0", Device: DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: 64 << 20}}}); err != nil {
+	if _, err := Bench(BenchOptions{Config: cfg, Frames: 2, Warmup: 1, MemoryBytes: 1 << 20, Quantize: "q8_0", Device: DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: 64 << 20}}}); err != nil {
 		t.Fatalf("bench --weights q8_0 --cpu-offload: %v", err)
 	}
 

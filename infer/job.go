@@ -12,6 +12,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/prompts"
 	"github.com/pp-offline/pp-offline/voices"
 )
@@ -58,14 +59,14 @@ func Items(items ...*Item) func() (*Item, bool) {
 	}
 }
 
-// conv is one item in flight: its session member and what it collects.
-type conv struct {
+// item is one Item in flight: its session member and what it collects.
+type item struct {
 	Conversation
-	item *Item
-	in   *inputs
-	n    int // frames
-	pcm  []float32
-	res  *Result
+	it  *Item
+	in  *inputs
+	n   int // frames
+	pcm []float32
+	res *Result
 }
 
 // inputs are an item's inputs, read and checked before it joins.
@@ -162,71 +163,111 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	// an error (CheckIntact before every step reports the common case
 	// before any read).
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if f, ok := r.(*cuda.Failure); ok {
-				err = f // a device failure inside an op (see deviceFailure)
-				return
-			}
-			// A fault with SetPanicOnFault is a runtime.Error with an Addr
-			// method (a plain nil dereference has none).
-			if re, ok := r.(interface {
-				runtime.Error
-				Addr() uintptr
-			}); ok {
-				err = fmt.Errorf("a memory-mapped model file changed under the job (%v at %#x): stopped", re, re.Addr())
-				return
-			}
-			panic(r)
-		}
-	}()
+	defer jobFailure(&err)
 	o = o.withDefaults()
-	cfg := o.Config
-	B := max(1, o.BatchSize)
 	tok, err := prompts.Load(o.Tokenizer)
 	if err != nil {
 		return err
 	}
+	j := &job{ctx: ctx, o: o, cfg: o.Config, B: max(1, o.BatchSize), tok: tok, next: next, done: done}
 	// The first batch's inputs are read before the models load: when none
 	// is usable, nothing is loaded.
-	type ready struct {
-		it *Item
-		in *inputs
-	}
-	var queue []ready
-	exhausted := false
-	pull := func() bool {
-		for !exhausted {
-			it, ok := next()
-			if !ok {
-				exhausted = true
-				break
-			}
-			in, err := prepare(ctx, it, cfg, tok, o.Tokenizer)
-			if err != nil {
-				if ctx.Err() != nil {
-					return false
-				}
-				done(ItemResult{Item: it, Err: err})
-				continue
-			}
-			queue = append(queue, ready{it, in})
-			return true
-		}
-		return false
-	}
-	for len(queue) < B && pull() {
+	for len(j.queue) < j.B && j.pull() {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(queue) == 0 {
+	if len(j.queue) == 0 {
 		return nil
 	}
-	// The memory the first batch needs, before anything loads.
+	if err := j.open(); err != nil {
+		return err
+	}
+	defer j.close()
+	return j.run()
+}
+
+// jobFailure turns what a job's goroutine may panic with into its error:
+// a device failure inside an op (see deviceFailure) or a fault on a
+// memory-mapped page (SetPanicOnFault: a runtime.Error with an Addr
+// method; a plain nil dereference has none, and panics on).
+func jobFailure(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if f, ok := r.(*cuda.Failure); ok {
+		*err = f
+		return
+	}
+	if re, ok := r.(interface {
+		runtime.Error
+		Addr() uintptr
+	}); ok {
+		*err = fmt.Errorf("a memory-mapped model file changed under the job (%v at %#x): stopped", re, re.Addr())
+		return
+	}
+	panic(r)
+}
+
+// job is one RunItems call: its queue of items read and checked, and once
+// open its device, models and session.
+type job struct {
+	ctx  context.Context
+	o    Options
+	cfg  *config.Config
+	B    int
+	tok  *prompts.Tokenizer
+	next func() (*Item, bool)
+	done func(ItemResult)
+
+	queue     []ready
+	exhausted bool
+
+	d     *Device
+	codec *mimi.Model
+	model *lm.Model
+	eng   *lm.Engine
+	sess  *Session
+	frame int
+}
+
+// ready is an item whose inputs are read and checked.
+type ready struct {
+	it *Item
+	in *inputs
+}
+
+// pull reads items until one is usable (queued: true) or none is left;
+// a bad item fails alone, through done.
+func (j *job) pull() bool {
+	for !j.exhausted {
+		it, ok := j.next()
+		if !ok {
+			j.exhausted = true
+			break
+		}
+		in, err := prepare(j.ctx, it, j.cfg, j.tok, j.o.Tokenizer)
+		if err != nil {
+			if j.ctx.Err() != nil {
+				return false
+			}
+			j.done(ItemResult{Item: it, Err: err})
+			continue
+		}
+		j.queue = append(j.queue, ready{it, in})
+		return true
+	}
+	return false
+}
+
+// open checks the memory the first batch needs, then opens the device,
+// loads the models and starts the session.
+func (j *job) open() error {
+	o, cfg := j.o, j.cfg
 	frame := cfg.Mimi.FrameSize()
 	positions, prefill := 0, 0
-	for _, r := range queue {
+	for _, r := range j.queue {
 		p := r.in.promptSteps(cfg, frame)
 		positions = max(positions, p+(len(r.in.user)+frame-1)/frame)
 		prefill += p
@@ -235,9 +276,9 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	if err != nil {
 		return err
 	}
-	est := EstimateMemory(cfg, B, positions, prefill)
+	est := EstimateMemory(cfg, j.B, positions, prefill)
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
-	blocks, _ := quantSizes(o.Weights, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
+	blocks, _ := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
 	est.Other += blocks
 	if dev.Kind() == DeviceCUDA {
 		// The KV rings and activations live in device memory (the device's
@@ -247,143 +288,154 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	if err := checkMemory(est, o.Log, "use a smaller --batch-size, quantized weights or --cpu-offload with a GPU"); err != nil {
 		return err
 	}
-
-	d, err := OpenDevice(dev, JobShape{Config: cfg, BatchSize: B, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Weights: o.Weights}, o.Log)
-	if err != nil {
+	if j.d, err = OpenDevice(dev, JobShape{Config: cfg, BatchSize: j.B, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Quantize: o.Quantize}, o.Log); err != nil {
 		return err
 	}
-	defer d.Close()
-	codec, model, err := loadModels(o, d)
-	if err != nil {
+	if j.codec, j.model, err = loadModels(o, j.d); err != nil {
 		return err
 	}
-	defer codec.Close()
-	defer model.Close()
 	// After the weights: a config that does not fit them is reported first.
-	if n := tok.VocabSize(); n != cfg.TextCard {
+	if n := j.tok.VocabSize(); n != cfg.TextCard {
 		return fmt.Errorf("%s: the tokenizer has %d pieces but the model %s has text_card %d: tokenizer and model do not match", o.Tokenizer, n, o.MoshiWeight, cfg.TextCard)
 	}
-	w, err := d.Place(model, B)
+	w, err := j.d.Place(j.model, j.B)
 	if err != nil {
 		return err
 	}
-	eng := lm.NewEngine(model, d.Backend(), w)
-	eng.SetContext(ctx)
-	sess := NewSession(eng, codec)
-	frame = codec.FrameSize() // the codec's geometry (the estimate used the config's rate ratio)
+	j.eng = lm.NewEngine(j.model, j.d.Backend(), w)
+	j.eng.SetContext(j.ctx)
+	j.sess = NewSession(j.eng, j.codec)
+	j.frame = j.codec.FrameSize() // the codec's geometry (the estimate used the config's rate ratio)
+	return nil
+}
 
-	start := func(r ready) (c *conv, err error) {
-		it, in := r.it, r.in
-		if in.sys.VoiceEmbeddings != nil {
-			// Checked against the loaded model: a config that does not fit
-			// the weights is reported first, as such.
-			if err := checkVoiceEmbeddings(it.VoicePrompt, in.sys, &cfg.LM); err != nil {
-				return nil, err
-			}
-		}
-		gen := eng.NewGen(lm.GenOptions{
-			UseSampling:     !it.Greedy,
-			Temp:            float32(it.TempAudio),
-			TempText:        float32(it.TempText),
-			TopK:            it.TopKAudio,
-			TopKText:        it.TopKText,
-			Seed:            uint64(it.Seed),
-			FrameRate:       cfg.Mimi.FrameRate,
-			StepwisePrompts: o.StepwisePrompts,
-		})
-		if in.voiceAudio != nil {
-			progress(o, "encoding the voice prompt")
-			if in.sys.VoiceFrames, err = encodeAll(ctx, codec.NewEncoder(), in.voiceAudio, frame); err != nil {
-				return nil, err
-			}
-		}
-		progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
-		if p := in.promptSteps(cfg, frame); p >= cfg.Context {
-			o.Log.Infof("warning: %s: the prompt phases (%d steps: voice prompt, text prompt, silences) are longer than the model's context (%d): the conversation starts without their beginning", it.VoicePrompt, p, cfg.Context)
-		}
-		// Queued, not run: the prefill joins the batch's next pass.
-		if err := gen.QueueSystemPrompts(in.sys); err != nil {
-			return nil, fmt.Errorf("%s: %v", it.VoicePrompt, err)
-		}
-		n := (len(in.user) + frame - 1) / frame
-		c = &conv{item: it, in: in, n: n,
-			res: &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate},
-			pcm: make([]float32, 0, n*frame)}
-		c.Conversation = Conversation{Gen: gen, Frames: n,
-			Audio: func(f int, dst []float32) { copy(dst, in.user[f*frame:min((f+1)*frame, len(in.user))]) },
-			Output: func(text int, pcm []float32) {
-				c.res.TextTokens = append(c.res.TextTokens, text)
-				c.res.Pieces = append(c.res.Pieces, tok.RenderToken(text))
-				c.pcm = append(c.pcm, pcm...)
-			}}
-		if o.Progress != nil {
-			o.Progress.Start(c.n, float64(frame)/float64(cfg.Mimi.SampleRate))
-		}
-		return c, nil
+func (j *job) close() {
+	if j.codec != nil {
+		j.codec.Close()
 	}
+	if j.model != nil {
+		j.model.Close()
+	}
+	if j.d != nil {
+		j.d.Close()
+	}
+}
 
-	active := map[*Conversation]*conv{}
+// start makes an item's conversation: its generator with the prompt
+// phases queued (their prefill joins the session's next pass), its input
+// and its output collected into the item's result.
+func (j *job) start(r ready) (c *item, err error) {
+	o, cfg, it, in, frame := j.o, j.cfg, r.it, r.in, j.frame
+	if in.sys.VoiceEmbeddings != nil {
+		// Checked against the loaded model: a config that does not fit
+		// the weights is reported first, as such.
+		if err := checkVoiceEmbeddings(it.VoicePrompt, in.sys, &cfg.LM); err != nil {
+			return nil, err
+		}
+	}
+	gen := j.eng.NewGen(lm.GenOptions{
+		UseSampling:     !it.Greedy,
+		Temp:            float32(it.TempAudio),
+		TempText:        float32(it.TempText),
+		TopK:            it.TopKAudio,
+		TopKText:        it.TopKText,
+		Seed:            uint64(it.Seed),
+		FrameRate:       cfg.Mimi.FrameRate,
+		StepwisePrompts: o.StepwisePrompts,
+	})
+	if in.voiceAudio != nil {
+		progress(o, "encoding the voice prompt")
+		if in.sys.VoiceFrames, err = encodeAll(j.ctx, j.codec.NewEncoder(), in.voiceAudio, frame); err != nil {
+			return nil, err
+		}
+	}
+	progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
+	if p := in.promptSteps(cfg, frame); p >= cfg.Context {
+		o.Log.Infof("warning: %s: the prompt phases (%d steps: voice prompt, text prompt, silences) are longer than the model's context (%d): the conversation starts without their beginning", it.VoicePrompt, p, cfg.Context)
+	}
+	if err := gen.QueueSystemPrompts(in.sys); err != nil {
+		return nil, fmt.Errorf("%s: %v", it.VoicePrompt, err)
+	}
+	n := (len(in.user) + frame - 1) / frame
+	c = &item{it: it, in: in, n: n,
+		res: &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate},
+		pcm: make([]float32, 0, n*frame)}
+	c.Conversation = Conversation{Gen: gen, Frames: n,
+		Audio: func(f int, dst []float32) { copy(dst, in.user[f*frame:min((f+1)*frame, len(in.user))]) },
+		Output: func(text int, pcm []float32) {
+			c.res.TextTokens = append(c.res.TextTokens, text)
+			c.res.Pieces = append(c.res.Pieces, j.tok.RenderToken(text))
+			c.pcm = append(c.pcm, pcm...)
+		}}
+	if o.Progress != nil {
+		o.Progress.Start(c.n, float64(frame)/float64(cfg.Mimi.SampleRate))
+	}
+	return c, nil
+}
+
+// run steps the session until every item has run: items join as members
+// leave (up to B at once) and are done when their input has ended.
+func (j *job) run() error {
+	active := map[*Conversation]*item{}
+	var members []*Conversation
 	for {
-		for sess.Len() < B && (len(queue) > 0 || pull()) {
-			r := queue[0]
-			queue = queue[1:]
-			c, err := start(r)
+		for j.sess.Len() < j.B && (len(j.queue) > 0 || j.pull()) {
+			r := j.queue[0]
+			j.queue = j.queue[1:]
+			c, err := j.start(r)
 			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
+				if j.ctx.Err() != nil {
+					return j.ctx.Err()
 				}
-				done(ItemResult{Item: r.it, Err: err})
+				j.done(ItemResult{Item: r.it, Err: err})
 				continue
 			}
 			active[&c.Conversation] = c
-			sess.Join(&c.Conversation)
+			j.sess.Join(&c.Conversation)
 		}
-		if sess.Len() == 0 {
+		if j.sess.Len() == 0 {
 			break
 		}
-		if err := ctx.Err(); err != nil {
+		if err := j.ctx.Err(); err != nil {
 			return err
 		}
-		if err := model.CheckFile(); err != nil {
+		if err := j.model.CheckFile(); err != nil {
 			return err
 		}
-		if err := codec.CheckFile(); err != nil {
+		if err := j.codec.CheckFile(); err != nil {
 			return err
 		}
-		members := sess.members
-		if o.Progress != nil {
-			members = append([]*Conversation(nil), members...)
-		}
-		left, _, err := sess.Step()
+		members = append(members[:0], j.sess.members...)
+		left, _, err := j.sess.Step()
 		if err != nil {
 			return err
 		}
-		if o.Progress != nil {
+		if j.o.Progress != nil {
 			for _, m := range members {
-				o.Progress.Frame(m.Done())
+				j.o.Progress.Frame(m.Done())
 			}
 		}
 		for _, m := range left {
 			c := active[m]
 			delete(active, m)
-			done(c.finish())
+			j.done(c.finish())
 		}
 	}
-	line, err := d.Finish()
+	line, err := j.d.Finish()
 	if err != nil {
 		return err
 	}
 	if line != "" {
-		o.Log.Infof("%s", line)
+		j.o.Log.Infof("%s", line)
 	}
 	return nil
 }
 
-// finish assembles a conversation's result once its input has ended.
-func (c *conv) finish() ItemResult {
-	r := ItemResult{Item: c.item}
+// finish assembles an item's result once its input has ended.
+func (c *item) finish() ItemResult {
+	r := ItemResult{Item: c.it}
 	if len(c.res.Pieces) == 0 {
-		r.Err = fmt.Errorf("%s: no audio frames were generated (input too short)", c.item.InputWAV)
+		r.Err = fmt.Errorf("%s: no audio frames were generated (input too short)", c.it.InputWAV)
 		return r
 	}
 	n := len(c.in.user)

@@ -62,9 +62,10 @@ type Options struct {
 	// reference does, instead of one prefill (same tokens; for tests).
 	StepwisePrompts bool
 
-	// Weights quantizes the LM at load: "" (the checkpoint's dtypes), "q8_0"
-	// or "q4_k" (lm.QuantDType; not bit-identical to the reference).
-	Weights string
+	// Quantize is --weights: the LM's linear weights quantized at load, ""
+	// (the checkpoint's dtypes), "q8_0" or "q4_k" (lm.QuantDType; not
+	// bit-identical to the reference).
+	Quantize string
 
 	Log      Logger
 	Progress Progress
@@ -118,7 +119,7 @@ func loadModels(o Options, d *Device) (*mimi.Model, *lm.Model, error) {
 	progress(o, "loading moshi")
 	model, err := lm.Open(&o.Config.LM, o.MoshiWeight)
 	if err == nil {
-		if err = quantizeAtLoad(o.Log, model, o.Weights, d.Host()); err != nil {
+		if err = quantizeAtLoad(o.Log, model, o.Quantize, d.Host()); err != nil {
 			model.Close()
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
-// quantizeAtLoad applies Options.Weights / BenchOptions.Weights: the LM's
+// quantizeAtLoad applies Options.Quantize / BenchOptions.Quantize: the LM's
 // linear weights are quantized in RAM after loading (lm.QuantDType picks
 // them). The blocks are new memory; the checkpoint's pages they replace
 // stay mapped but are no longer read.

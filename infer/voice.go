@@ -21,7 +21,7 @@ func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := OpenDevice(o.Device, JobShape{Config: cfg, BatchSize: 1, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Weights: o.Weights}, o.Log)
+	d, err := OpenDevice(o.Device, JobShape{Config: cfg, BatchSize: 1, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Quantize: o.Quantize}, o.Log)
 	if err != nil {
 		return nil, err
 	}
