@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pp-offline/pp-offline/audio"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
 var def = Settings{VoicePrompt: "V.pt", TextPrompt: "hi", Seed: -1, TempAudio: 0.8, TempText: 0.7,
@@ -59,7 +62,9 @@ func TestManifestErrorsNameTheLine(t *testing.T) {
 		{`{"input_wav": "b.wav"`, `:2: not a JSON object`},
 		{`{"input_wav": "b.wav", "input_wav": "c.wav"}`, `:2: key "input_wav" given twice`},
 		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json"} {}`, `:2: more than one JSON value`},
-		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "topk_audio": -1}`, `:2: "topk_audio": want an integer ≥ 0`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "topk_audio": -1}`, `:2: "topk_audio": want an integer ≥ 1`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "topk_audio": 0}`, `:2: "topk_audio": want an integer ≥ 1 (as --topk-audio), got 0`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "topk_text": 0}`, `:2: "topk_text": want an integer ≥ 1`},
 		{`{"input_wav": "b.wav", "output_wav": "` + strings.Repeat("x", MaxLineBytes) + `"}`, `:2: line longer than`},
 	} {
 		p := writeManifest(t, ok, c.line, ok)
@@ -89,13 +94,13 @@ func TestCheckDuplicatesAndInputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := Check(items, p, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := Check(items, p, nil, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want %q", c.lines, err, c.want)
 		}
 	}
 	p := writeManifest(t, `{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.json"}`)
 	items, _ := ReadManifest(p, def, "")
-	if err := Check(items, p, map[string]string{"--report": filepath.Join(filepath.Dir(p), "o.json")}); err == nil {
+	if err := Check(items, p, nil, map[string]string{"--report": filepath.Join(filepath.Dir(p), "o.json")}); err == nil {
 		t.Error("report over an output accepted")
 	}
 }
@@ -115,12 +120,12 @@ func TestOutputDirDefaultAndListDir(t *testing.T) {
 	if err != nil || len(items) != 3 || items[2].OutputWAV != filepath.Join(out, "sub/c.wav") || items[2].Index != 2 {
 		t.Fatalf("recursive: %v %+v", err, items)
 	}
-	if err := Check(items, "", nil); err != nil {
+	if err := Check(items, "", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ListDir(in, in, false, def); err != nil {
 		t.Fatal(err)
-	} else if items, _ := ListDir(in, in, false, def); Check(items, "", nil) == nil {
+	} else if items, _ := ListDir(in, in, false, def); Check(items, "", nil, nil) == nil {
 		t.Fatal("--output-dir = --input-dir: outputs over inputs accepted")
 	}
 	p := writeManifest(t, `{"input_wav": "x/a.wav"}`)
@@ -222,18 +227,107 @@ func TestCompleteAndStale(t *testing.T) {
 	if ok, _ := Complete(it); ok {
 		t.Fatal("truncated WAV: complete")
 	}
-	stale := []string{".o.wav.tmp123", ".o.json.tmp9"}
-	keep := []string{".o.wav.tmpx", ".other.wav.tmp1", "o.wav.tmp1"}
+	// The sweep: only fileio's temporaries (its folder, its names, not
+	// locked); files merely named like temporaries are kept.
+	tdir := filepath.Join(dir, fileio.TempDir)
+	os.Mkdir(tdir, 0o755)
+	stale := []string{filepath.Join(tdir, "o.wav.77.0123456789abcdef.tmp"), filepath.Join(tdir, "o.json.9.0123456789abcdef.tmp")}
+	keep := []string{filepath.Join(dir, ".o.wav.tmp123"), filepath.Join(tdir, "o.wav.tmp1"), filepath.Join(tdir, "other.wav.1.0123456789abcdef.tmp")}
 	for _, n := range append(stale, keep...) {
-		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
+		os.WriteFile(n, nil, 0o644)
 	}
 	removed, err := CleanStale([]*Item{it})
 	if err != nil || len(removed) != 2 {
 		t.Fatalf("removed %v, %v", removed, err)
 	}
 	for _, n := range keep {
-		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+		if _, err := os.Stat(n); err != nil {
 			t.Fatalf("%s removed", n)
 		}
+	}
+}
+
+// Outputs over the manifest, a model file or the report, over a
+// non-regular or read-only file, and inputs that are named pipes, are
+// refused by Check with one line naming the file.
+func TestCheckGuard(t *testing.T) {
+	defer fileio.ResetInputs()
+	p := writeManifest(t, `{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.json"}`)
+	dir := filepath.Dir(p)
+	model := filepath.Join(dir, "model.safetensors")
+	os.WriteFile(model, []byte("w"), 0o644)
+	ro := filepath.Join(dir, "ro.json")
+	os.WriteFile(ro, []byte("[]"), 0o444)
+	fifo := filepath.Join(dir, "fifo.wav")
+	syscall.Mkfifo(fifo, 0o644)
+	for _, c := range []struct {
+		line       string
+		ins, outs  map[string]string
+		want, name string
+	}{
+		{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "` + filepath.Base(p) + `"}`, nil, nil, "is the manifest", filepath.Base(p)},
+		{`{"input_wav": "a.wav", "output_wav": "model.safetensors", "output_text": "o.json"}`, map[string]string{"--moshi-weight": model}, nil, "is the file of --moshi-weight", "model.safetensors"},
+		{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "ro.json"}`, nil, nil, "read-only", "ro.json"},
+		{`{"input_wav": "a.wav", "output_wav": "/dev/null", "output_text": "o.json"}`, nil, nil, "not a regular file", "/dev/null"},
+		{`{"input_wav": "fifo.wav", "output_wav": "o.wav", "output_text": "o.json"}`, nil, nil, "is a pipe", "fifo.wav"},
+		{`{"input_wav": "a.wav", "output_wav": "` + strings.Repeat("n", 240) + `.wav", "output_text": "o.json"}`, nil, nil, "the file name is", "nnnn"},
+		{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.json"}`, map[string]string{"--moshi-weight": model}, map[string]string{"--report": model}, "--report", "model.safetensors"},
+		{`{"input_wav": "a.wav", "output_wav": "o.wav", "output_text": "o.json"}`, nil, map[string]string{"--report": p}, "is the manifest", filepath.Base(p)},
+	} {
+		os.WriteFile(p, []byte(c.line+"\n"), 0o644)
+		items, err := ReadManifest(p, def, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Check(items, p, c.ins, c.outs)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want %q", c.line[:min(60, len(c.line))], err, c.want)
+		}
+	}
+	// A manifest that is a named pipe is refused at once.
+	mfifo := filepath.Join(dir, "jobs-fifo.jsonl")
+	syscall.Mkfifo(mfifo, 0o644)
+	done := make(chan error)
+	go func() { _, err := ReadManifest(mfifo, def, ""); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "is a pipe") {
+			t.Fatalf("FIFO manifest: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a FIFO manifest blocked")
+	}
+}
+
+// --input-dir given as a link to a folder (no trailing slash) lists that
+// folder; a link to a named pipe is not an item; the output folder is not
+// descended into when reached through a link inside the input folder.
+func TestListDirLinks(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	os.MkdirAll(filepath.Join(real, "sub"), 0o755)
+	for _, f := range []string{"a.wav", "sub/b.wav"} {
+		os.WriteFile(filepath.Join(real, f), nil, 0o644)
+	}
+	syscall.Mkfifo(filepath.Join(base, "fifo"), 0o644)
+	os.Symlink(filepath.Join(base, "fifo"), filepath.Join(real, "p.wav"))
+	link := filepath.Join(base, "link")
+	os.Symlink(real, link)
+	items, err := ListDir(link, filepath.Join(base, "out"), true, def)
+	if err != nil || len(items) != 2 || items[0].InputWAV != filepath.Join(link, "a.wav") || items[1].OutputWAV != filepath.Join(base, "out", "sub", "b.wav") {
+		t.Fatalf("%v %+v", err, items)
+	}
+	// outputs in real/res, given as outlink → real/res: a rerun must not
+	// take last run's outputs for inputs.
+	os.MkdirAll(filepath.Join(real, "res"), 0o755)
+	os.WriteFile(filepath.Join(real, "res", "a.wav"), nil, 0o644)
+	outLink := filepath.Join(base, "outlink")
+	os.Symlink(filepath.Join(real, "res"), outLink)
+	items, err = ListDir(real, outLink, true, def)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("%v %+v", err, items)
+	}
+	if err := Check(items, "", nil, nil); err != nil {
+		t.Fatal(err)
 	}
 }

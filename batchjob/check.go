@@ -4,16 +4,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+
+	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
-// Check refuses what would clobber or race: two items (or one item's two
-// outputs) writing the same file, and an output that is an input of any
-// item (its user WAV or a voice prompt given as a path), or extra (the
-// report, say). Paths are compared absolute and, for files that exist,
-// with links resolved. manifest names the file in errors ("" in
-// --input-dir mode).
-func Check(items []*Item, manifest string, extra map[string]string) error {
+// Check refuses what would clobber, race or hang, before any model loads:
+// two items (or one item's two outputs) writing the same file; an output
+// that is an input of any item (its user WAV or a voice prompt given as a
+// path), the manifest, one of extraIns (the model files, say) or one of
+// extraOuts (the report); an output that exists and is not a regular
+// file, is read-only or whose name is too long (fileio's guard); an input
+// that exists but is not a regular file (a named pipe would block the job,
+// links are followed). Every input is registered with fileio, whose
+// writers refuse it again at write time. Paths are compared by device and
+// inode for files that exist, else absolute with links resolved. manifest
+// names the file in errors ("" in --input-dir mode).
+func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string) error {
 	type use struct {
 		it   *Item
 		what string
@@ -24,10 +32,24 @@ func Check(items []*Item, manifest string, extra map[string]string) error {
 			inputs[k] = u
 		}
 	}
+	if manifest != "" {
+		fileio.AddInputs(manifest)
+	}
+	for _, p := range extraIns {
+		fileio.AddInputs(p)
+	}
 	for _, it := range items {
-		add(it.InputWAV, use{it, "input_wav"})
-		if it.VoiceIsPath {
-			add(it.VoicePrompt, use{it, "voice_prompt"})
+		for _, in := range []struct{ what, p string }{{"input_wav", it.InputWAV}, {"voice_prompt", it.VoicePrompt}} {
+			if in.what == "voice_prompt" && !it.VoiceIsPath {
+				continue
+			}
+			add(in.p, use{it, in.what})
+			if st, err := os.Stat(in.p); err == nil {
+				if !st.Mode().IsRegular() {
+					return itemErr(manifest, it, fmt.Sprintf("%s %s: %v", in.what, in.p, strings.TrimPrefix(fileio.CheckInput(in.p).Error(), in.p+": ")))
+				}
+				fileio.AddInputs(in.p)
+			}
 		}
 	}
 	outputs := map[string]use{}
@@ -47,16 +69,49 @@ func Check(items []*Item, manifest string, extra map[string]string) error {
 				}
 				return itemErr(manifest, it, fmt.Sprintf("%s %s is also the %s of %s", o.what, p, prev.what, where(manifest, prev.it)))
 			}
+			if manifest != "" && k == pathKey(manifest) {
+				return itemErr(manifest, it, fmt.Sprintf("%s %s is the manifest: outputs are never written over inputs", o.what, p))
+			}
+			for what, x := range extraIns {
+				if k == pathKey(x) {
+					return itemErr(manifest, it, fmt.Sprintf("%s %s is the file of %s: outputs are never written over inputs", o.what, p, what))
+				}
+			}
+			if err := fileio.CheckTarget(p); err != nil {
+				return itemErr(manifest, it, fmt.Sprintf("%s %v", o.what, err))
+			}
 			outputs[k] = o
 		}
 	}
-	for what, p := range extra {
+	for what, p := range extraOuts {
 		k := pathKey(p)
 		if u, ok := outputs[k]; ok {
 			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s", u.what, p, what))
 		}
 		if u, ok := inputs[k]; ok {
-			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s", u.what, p, what))
+			return fmt.Errorf("%s %s is the %s of %s: outputs are never written over inputs", what, p, u.what, u.it.Where(manifest))
+		}
+		if manifest != "" && k == pathKey(manifest) {
+			return fmt.Errorf("%s %s is the manifest: outputs are never written over inputs", what, p)
+		}
+		for w, x := range extraIns {
+			if k == pathKey(x) {
+				return fmt.Errorf("%s %s is the file of %s: outputs are never written over inputs", what, p, w)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckResolved checks the items' outputs again once their voices are
+// resolved (a voice given by name is found in a folder only then): an
+// output that is any registered input, or not writable over, is refused.
+func CheckResolved(items []*Item, manifest string) error {
+	for _, it := range items {
+		for _, o := range []struct{ what, p string }{{"output_wav", it.OutputWAV}, {"output_text", it.OutputText}} {
+			if err := fileio.CheckTarget(o.p); err != nil {
+				return itemErr(manifest, it, fmt.Sprintf("%s %v", o.what, err))
+			}
 		}
 	}
 	return nil

@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
 // Limits on a manifest: longer lines or more items are an error.
@@ -103,14 +105,13 @@ func FieldNames() []string {
 // leaves out: outputDir/<input stem>.wav and .json. The first bad line
 // stops it.
 func ReadManifest(path string, def Settings, outputDir string) ([]*Item, error) {
-	f, err := os.Open(path)
+	// Opened without blocking (a named pipe waits for a writer) and only
+	// if it is a regular file; registered as an input of the run.
+	f, err := fileio.OpenInput(path)
 	if err != nil {
-		return nil, &LineError{File: path, Msg: pathErr(err).Error()}
+		return nil, &LineError{File: path, Msg: strings.TrimPrefix(err.Error(), path+": ")}
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, &LineError{File: path, Msg: "is a directory, not a manifest"}
-	}
 	base := filepath.Dir(path)
 	r := bufio.NewReaderSize(f, 64<<10)
 	var items []*Item
@@ -329,8 +330,9 @@ func setField(it *Item, key, want string, v json.RawMessage) string {
 			}
 			it.Seed = i
 		default:
-			if i < 0 || i > math.MaxInt32 {
-				return fmt.Sprintf("want an integer ≥ 0, got %d", i)
+			// As the main command's --topk-audio / --topk-text: ≥ 1.
+			if i < 1 || i > math.MaxInt32 {
+				return fmt.Sprintf("want an integer ≥ 1 (as --%s), got %d", strings.ReplaceAll(key, "_", "-"), i)
 			}
 			if key == "topk_audio" {
 				it.TopKAudio = int(i)
@@ -419,17 +421,30 @@ func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item,
 	if msg := checkFormats(&def); msg != "" {
 		return nil, CheckDefaults(def)
 	}
+	// The output folder is never descended into, however it is reached (a
+	// link inside the input folder, another path to it): compared by
+	// device and inode.
 	outAbs, _ := filepath.Abs(outputDir)
+	outSt, _ := os.Stat(outputDir)
+	// A link to a folder, given without a trailing slash, is walked as
+	// that folder (WalkDir does not follow a root link).
+	root := inputDir
+	if lst, err := os.Lstat(inputDir); err == nil && lst.Mode()&fs.ModeSymlink != 0 {
+		root = inputDir + string(filepath.Separator)
+	}
 	var rels []string
-	err = filepath.WalkDir(inputDir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("%s: %v", p, pathErr(err))
 		}
 		if d.IsDir() {
-			if p == inputDir {
+			if p == root {
 				return nil
 			}
 			if a, _ := filepath.Abs(p); !recursive || a == outAbs || strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			if st, err := os.Stat(p); err == nil && outSt != nil && os.SameFile(st, outSt) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -437,10 +452,17 @@ func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item,
 		if !audioExts[strings.ToLower(filepath.Ext(p))] || strings.HasPrefix(d.Name(), ".") {
 			return nil
 		}
-		if !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
-			return nil
+		if !d.Type().IsRegular() {
+			// A link is taken when it leads to a regular file (stat after
+			// resolving it: a link to a named pipe would block the job).
+			if d.Type()&fs.ModeSymlink == 0 {
+				return nil
+			}
+			if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+				return nil
+			}
 		}
-		r, err := filepath.Rel(inputDir, p)
+		r, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}

@@ -69,3 +69,8 @@ func ChooseBatch(mem Memory, weightBytes int64, cfg *config.Config, items int) (
 	return b, fmt.Sprintf("batch size %d (%s): %s, less %s of weights and a 1 GiB reserve, at %s per conversation (KV cache at the full %d-step context + codec state) fits %d",
 		b, limit, mem.Source, gib(weightBytes), gib(per), cfg.LM.Context, fit)
 }
+
+// MaxBatchFlag bounds --batch-size before it sizes anything (a batch's
+// state is allocated per conversation); the memory estimate then says
+// whether the batch fits.
+const MaxBatchFlag = 4096

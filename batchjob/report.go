@@ -3,6 +3,7 @@ package batchjob
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -123,4 +124,25 @@ func (r *Report) Write(path string, final bool) error {
 		return err
 	}
 	return fileio.WriteAtomic(path, b.Bytes())
+}
+
+// CheckReportShard refuses a --report file that holds another shard's
+// report of a job split in shards: shards given one report path would
+// each replace the others' (only the last would stay). A missing or
+// unreadable file is no objection (it is replaced).
+func CheckReportShard(path string, s Shard) error {
+	if s.Count <= 1 {
+		return nil
+	}
+	data, err := fileio.ReadFileLimit(path, 256<<20)
+	if err != nil {
+		return nil
+	}
+	var r struct {
+		Shard string `json:"shard"`
+	}
+	if json.Unmarshal(data, &r) != nil || r.Shard == "" || r.Shard == s.String() {
+		return nil
+	}
+	return fmt.Errorf("--report %s holds the report of shard %s, this is shard %s: give each shard its own report file (e.g. report-$SLURM_ARRAY_TASK_ID.json), or one shard's report replaces another's", path, r.Shard, s)
 }

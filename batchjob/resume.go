@@ -3,11 +3,9 @@ package batchjob
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/pp-offline/pp-offline/internal/fileio"
 )
@@ -100,41 +98,18 @@ func WAVSeconds(path string, exact bool) (float64, error) {
 	return bad("no data chunk")
 }
 
-// CleanStale removes the temporary files a killed run left beside the
-// items' outputs: ".NAME.tmp<digits>" (fileio's) for each output NAME.
-// Only the given items' are touched (shards running at the same time have their own); it returns
-// what it removed.
+// CleanStale removes the temporary files a killed run left for the items'
+// outputs (fileio.SweepTemps: only files in fileio's temporary folder,
+// named as its temporaries, no input of the run, not locked by a living
+// process; a user's file merely named like one is kept). Only the given
+// items' are touched (shards running at the same time hold their own); it
+// returns what it removed.
 func CleanStale(items []*Item) ([]string, error) {
-	outputs := map[string][]string{} // folder → its outputs
+	var removed []string
 	for _, it := range items {
 		for _, p := range []string{it.OutputWAV, it.OutputText} {
-			outputs[filepath.Dir(p)] = append(outputs[filepath.Dir(p)], p)
+			removed = append(removed, fileio.SweepTemps(p)...)
 		}
 	}
-	var removed []string
-	var errs []error
-	for dir, outs := range outputs {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			continue // created later
-		}
-		for _, e := range ents {
-			if !e.Type().IsRegular() {
-				continue
-			}
-			for _, o := range outs {
-				if !fileio.IsTempOf(o, e.Name()) {
-					continue
-				}
-				p := filepath.Join(dir, e.Name())
-				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-					errs = append(errs, fmt.Errorf("%s: %v", p, pathErr(err)))
-				} else {
-					removed = append(removed, p)
-				}
-				break
-			}
-		}
-	}
-	return removed, errors.Join(errs...)
+	return removed, nil
 }

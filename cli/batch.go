@@ -91,10 +91,17 @@ func runBatch(c *ucli.Context) error {
 			return ucli.ShowSubcommandHelp(c)
 		}
 		return batchUsage{errors.New("give --manifest jobs.jsonl or --input-dir in/ --output-dir out/")}
-	case c.Int("batch-size") < 0 || (c.IsSet("batch-size") && c.Int("batch-size") == 0):
-		return batchUsage{fmt.Errorf("--batch-size must be positive, not %d", c.Int("batch-size"))}
+	case c.Int("batch-size") < 0 || (c.IsSet("batch-size") && c.Int("batch-size") == 0) || c.Int("batch-size") > batchjob.MaxBatchFlag:
+		return batchUsage{fmt.Errorf("--batch-size must be from 1 to %d, not %d", batchjob.MaxBatchFlag, c.Int("batch-size"))}
 	case c.Int64("seed") < -1:
 		return batchUsage{fmt.Errorf("--seed must be -1 (draw one) or ≥ 0, not %d", c.Int64("seed"))}
+	case c.Int("shard-count") < 0 || c.Int("shard-count") > batchjob.MaxItems:
+		return batchUsage{fmt.Errorf("--shard-count must be from 1 to %d, not %d", batchjob.MaxItems, c.Int("shard-count"))}
+	}
+	// The per-item defaults follow the main command's rules (a manifest's
+	// fields the same: batchjob.ReadManifest).
+	if err := checkSampling(c); err != nil {
+		return batchUsage{err}
 	}
 	if err := batchjob.CheckDefaults(def); err != nil {
 		return batchUsage{err}
@@ -109,24 +116,38 @@ func runBatch(c *ucli.Context) error {
 	if err != nil {
 		return batchUsage{err}
 	}
-	extra := map[string]string{} // other files no output may be
+	ins := map[string]string{} // other files the run reads: no output may be one
 	for _, f := range []string{"config", "moshi-weight", "mimi-weight", "tokenizer"} {
 		if p := c.String(f); p != "" {
-			extra["--"+f] = p
+			ins["--"+f] = p
 		}
-	}
-	if p := c.String("report"); p != "" {
-		extra["--report"] = p
-		if err := checkOutputPath(p); err != nil {
-			return batchUsage{fmt.Errorf("--report %v", err)}
-		}
-	}
-	if err := batchjob.Check(items, manifest, extra); err != nil {
-		return batchUsage{err}
 	}
 	shard, err := batchjob.FindShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
 	if err != nil {
 		return batchUsage{err}
+	}
+	outs := map[string]string{}
+	reportPath := c.String("report")
+	if reportPath != "" {
+		outs["--report"] = reportPath
+	}
+	if err := batchjob.Check(items, manifest, ins, outs); err != nil {
+		return batchUsage{err}
+	}
+	if reportPath != "" {
+		if err := fileio.CheckOutput(reportPath); err != nil {
+			return batchUsage{fmt.Errorf("--report %v", err)}
+		}
+		// One report per shard: another shard's report is never replaced
+		// (after it, by its content; while it runs, by its hold on the file).
+		if err := batchjob.CheckReportShard(reportPath, shard); err != nil {
+			return batchUsage{err}
+		}
+		lock, err := fileio.LockOutputs(reportPath)
+		if err != nil {
+			return batchUsage{fmt.Errorf("--report: %v (shards need a report file each)", err)}
+		}
+		defer lock.Unlock()
 	}
 	mine := shard.Select(items)
 	log.Infof("shard %s (%s): %d of %d items", shard, shard.Source, len(mine), len(items))
@@ -139,7 +160,7 @@ func runBatch(c *ucli.Context) error {
 		return batchUsage{err}
 	}
 
-	b := &batchRun{c: c, log: log, manifest: manifest, items: mine, report: batchjob.NewReport(mine), reportPath: c.String("report")}
+	b := &batchRun{c: c, log: log, manifest: manifest, items: mine, report: batchjob.NewReport(mine), reportPath: reportPath}
 	b.report.Manifest, b.report.InputDir, b.report.Shard, b.report.ShardSource = manifest, inDir, shard.String(), shard.Source
 	return b.run()
 }
@@ -214,6 +235,8 @@ func (b *batchRun) run() error {
 	if dir := c.String("voice-prompt-dir"); dir != "" {
 		voiceDir = dir
 	}
+	// The model files may come from the hub's cache: known only now.
+	fileio.AddInputs(opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config"))
 	if !c.IsSet("threads") {
 		// GOMAXPROCS honours the container's CPU quota (cgroup) since Go 1.25.
 		opts.Device.Threads = runtime.GOMAXPROCS(0)
@@ -240,6 +263,10 @@ func (b *batchRun) run() error {
 				log.Infof("voice prompt: %s", v.path)
 			}
 		}
+		if v.err == nil {
+			// A named pipe would block the job; the voice is an input.
+			v.err = fileio.CheckInput(v.path)
+		}
 		if v.err != nil {
 			b.failed(i, v.err)
 			continue
@@ -253,7 +280,19 @@ func (b *batchRun) run() error {
 			Seed: seed, Tag: i})
 	}
 
-	opts.BatchSize = c.Int("batch-size")
+	// Every file read is registered now (voices by name included): no
+	// output may be one, checked before the model loads.
+	for _, i := range run {
+		if err := batchjob.CheckResolved(b.items[i:i+1], b.manifest); err != nil {
+			return b.usage(err)
+		}
+	}
+	if b.reportPath != "" {
+		if err := fileio.CheckTarget(b.reportPath); err != nil {
+			return b.usage(fmt.Errorf("--report %v", err))
+		}
+	}
+	opts.BatchSize = min(c.Int("batch-size"), max(len(queue), 1))
 	if opts.BatchSize == 0 {
 		var why string
 		opts.BatchSize, why = batchjob.ChooseBatch(batchjob.HostMemory(), fileSize(opts.MoshiWeight)+fileSize(opts.MimiWeight), opts.Config, len(queue))
@@ -283,6 +322,15 @@ func (b *batchRun) run() error {
 		return b.fail(err)
 	}
 	return b.fail0()
+}
+
+// usage ends the job on a usage error found once the files are resolved
+// (exit 2, nothing run); the report is not written (it may be the bad file).
+func (b *batchRun) usage(err error) error {
+	if b.prog != nil {
+		b.prog.stop()
+	}
+	return batchUsage{err}
 }
 
 // fail0 ends a job that ran to its end: exit 0, or 1 when items failed.

@@ -63,6 +63,11 @@ func runBench(c *ucli.Context) error {
 		return fmt.Errorf("bench --device sim: use pp-offline tune --device sim")
 	}
 	if p := c.String("cpuprofile"); p != "" {
+		// Streamed as it is made (not atomic), but never over an input,
+		// a device or a read-only file.
+		if err := checkOutputs([]string{p}, []string{c.String("config"), c.String("moshi-weight"), c.String("mimi-weight")}); err != nil {
+			return err
+		}
 		f, err := os.Create(p)
 		if err != nil {
 			return err

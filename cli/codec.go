@@ -85,6 +85,9 @@ func runCodecEncode(c *ucli.Context) error {
 	if c.NArg() != 0 {
 		return fmt.Errorf("codec encode: unexpected argument %q", c.Args().First())
 	}
+	if err := codecOutputs(c, "encode", "output", "input-wav"); err != nil {
+		return err
+	}
 	m, err := codecModel(c, "input-wav", "output")
 	if err != nil {
 		return fmt.Errorf("codec encode: %w", err)
@@ -128,6 +131,9 @@ func encodeCodes(m *mimi.Model, pcm []float32) *weights.Tensor {
 func runCodecDecode(c *ucli.Context) error {
 	if c.NArg() != 0 {
 		return fmt.Errorf("codec decode: unexpected argument %q", c.Args().First())
+	}
+	if err := codecOutputs(c, "decode", "output-wav", "codes"); err != nil {
+		return err
 	}
 	m, err := codecModel(c, "codes", "output-wav")
 	if err != nil {
@@ -196,4 +202,31 @@ func writeWAVFile(path string, pcm []float32, rate int) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return fileio.WriteAtomic(path, b.Bytes())
+}
+
+// codecOutputs checks the inputs (regular files) and the output flag's
+// file before the codec loads
+// (fileio's guard: no input of the run — the checkpoint, the config, the
+// input —, no device, FIFO, socket, directory or read-only file, a name
+// that fits): a usage error, exit 2.
+func codecOutputs(c *ucli.Context, cmd, out string, ins ...string) error {
+	paths := []string{c.String("mimi-weight"), c.String("config")}
+	for _, f := range ins {
+		paths = append(paths, c.String(f))
+	}
+	for _, p := range paths {
+		// A named pipe would block the load: refused, as bad input.
+		if _, err := os.Stat(p); err == nil && p != "" {
+			if err := fileio.CheckInput(p); err != nil {
+				return fmt.Errorf("codec %s: %w", cmd, err)
+			}
+		}
+	}
+	if c.String(out) == "" {
+		return nil // codecModel names the missing flag
+	}
+	if err := fileio.CheckOutputs([]string{c.String(out)}, paths); err != nil {
+		return usageErrorf("codec %s: %v", cmd, err)
+	}
+	return nil
 }

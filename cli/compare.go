@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -124,6 +125,9 @@ func runCompare(c *ucli.Context) error {
 	refDir, candDir := isDirectory(refPath), isDirectory(candPath)
 	if refDir != candDir {
 		return compareBadInput("compare: --reference %s and --candidate %s must be both files or both directories", refPath, candPath)
+	}
+	if err := compareCheckOutputs(c, refDir, refPath, candPath, refTextPath, candTextPath); err != nil {
+		return err
 	}
 	if refDir {
 		if refTextPath != "" {
@@ -317,4 +321,65 @@ func compareReadText(role, path string) ([]string, error) {
 		return nil, compareBadInput("compare: %s transcript %s is not a JSON list of strings: %v", role, path, err)
 	}
 	return out, nil
+}
+
+// compareCheckOutputs refuses, before anything is read, a --report,
+// --junit or --plot file that is one of the compared files (by device and
+// inode: links and other paths too), lies inside the reference or
+// candidate tree in directory mode (it would add a file to a side), or is
+// a device, FIFO, socket, directory or read-only file (fileio's guard).
+func compareCheckOutputs(c *ucli.Context, dirs bool, ins ...string) error {
+	var outs []string
+	for _, f := range []string{"report", "junit", "plot"} {
+		if p := c.String(f); p != "" {
+			outs = append(outs, p)
+		}
+	}
+	if len(outs) == 0 {
+		return nil
+	}
+	fileio.AddInputs(ins...)
+	for _, o := range outs {
+		// The folder is checked when the file is written (after the table).
+		if err := fileio.CheckTarget(o); err != nil {
+			return compareBadInput("compare: %v", err)
+		}
+	}
+	if dirs {
+		for _, o := range outs {
+			for i, root := range ins[:2] {
+				if within(o, root) {
+					side := [...]string{"reference", "candidate"}[i]
+					return compareBadInput("compare: %s is inside the %s directory %s: the reports go elsewhere (they would become files of that side)", o, side, root)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// within reports whether path's folder is root or below it (links
+// resolved, compared by device and inode).
+func within(path, root string) bool {
+	rst, err := os.Stat(root)
+	if err != nil {
+		return false
+	}
+	d, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return false
+	}
+	if d, err = filepath.Abs(d); err != nil {
+		return false
+	}
+	for {
+		if st, err := os.Stat(d); err == nil && os.SameFile(st, rst) {
+			return true
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return false
+		}
+		d = up
+	}
 }

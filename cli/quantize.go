@@ -31,7 +31,9 @@ func runQuantize(c *ucli.Context) error {
 	if err := checkReadable(c.String("moshi-weight")); err != nil {
 		return err
 	}
-	if err := checkOutputPath(c.String("output")); err != nil {
+	// Never over the checkpoint it reads (another path or a link to it
+	// included), a device, a FIFO or a read-only file: exit 2.
+	if err := checkOutputs([]string{c.String("output")}, []string{c.String("moshi-weight")}); err != nil {
 		return err
 	}
 	if c.Int("threads") < 0 {

@@ -50,9 +50,18 @@ func runRandomWeights(c *ucli.Context) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--output %s: not a folder", dir)
 	}
-	tok, err := os.ReadFile(c.String("tokenizer"))
+	// Its four outputs are none of its inputs (a --tokenizer inside the
+	// folder, say), no device, FIFO or read-only file: exit 2.
+	var outs []string
+	for _, n := range []string{"tokenizer.model", "mimi.safetensors", "model.safetensors", "config.json"} {
+		outs = append(outs, filepath.Join(dir, n))
+	}
+	if err := checkOutputs(outs, []string{c.String("tokenizer"), c.String("config")}); err != nil {
+		return err
+	}
+	tok, err := fileio.ReadFileLimit(c.String("tokenizer"), prompts.MaxModelBytes)
 	if err != nil {
-		return fmt.Errorf("%s: %v", c.String("tokenizer"), fileio.PathErr(err))
+		return err
 	}
 	tok, err = padTokenizer(tok, cfg.LM.TextCard, c.String("tokenizer"))
 	if err != nil {
@@ -81,7 +90,7 @@ func runRandomWeights(c *ucli.Context) error {
 	}
 	extra := ""
 	if p := c.String("config"); p != "" {
-		js, err := os.ReadFile(p)
+		js, err := fileio.ReadFileLimit(p, config.MaxFileBytes)
 		if err != nil {
 			return err
 		}

@@ -231,7 +231,7 @@ func runMain(c *ucli.Context) error {
 	// Nothing the run reads may be written over, and no other run may be
 	// writing the same outputs (it would mix them).
 	outputs := []string{c.String("output-wav"), c.String("output-text")}
-	if err := fileio.CheckOutputs(outputs, []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
+	if err := checkOutputs(outputs, []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
 		return err
 	}
 	lock, err := fileio.LockOutputs(outputs...)
@@ -474,25 +474,32 @@ func checkReadable(path string) error {
 	return nil
 }
 
+// checkOutputPath is the up-front check of an output (fileio.CheckOutput:
+// its folder exists and is writable, its name fits, it is no registered
+// input, no device, FIFO, socket, directory or read-only file): a usage
+// error, exit 2, before anything loads.
 func checkOutputPath(path string) error {
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("%s: output directory %s does not exist", path, dir)
+	if err := fileio.CheckOutput(path); err != nil {
+		return usageError{err.Error()}
 	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s: %s is not a directory", path, dir)
+	return nil
+}
+
+// checkOutputs refuses an input that exists but is not a regular file (a
+// named pipe would block the load: exit 1, as bad input), then registers
+// the run's inputs and checks its outputs against them and each other
+// (fileio.CheckOutputs): a usage error, exit 2.
+func checkOutputs(outputs, inputs []string) error {
+	for _, in := range inputs {
+		if _, err := os.Stat(in); err == nil {
+			if err := fileio.CheckInput(in); err != nil {
+				return err
+			}
+		}
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s: is a directory", path)
+	if err := fileio.CheckOutputs(outputs, inputs); err != nil {
+		return usageError{err.Error()}
 	}
-	// Prove we can create a file there now rather than after the run.
-	f, err := os.CreateTemp(dir, ".pp-offline-check-*")
-	if err != nil {
-		return fmt.Errorf("%s: cannot write in %s: %v", path, dir, fileio.PathErr(err))
-	}
-	f.Close()
-	os.Remove(f.Name())
 	return nil
 }
 

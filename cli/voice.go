@@ -67,6 +67,11 @@ func runVoice(c *ucli.Context) error {
 		}
 		return err
 	}
+	// The model files are known now (--hf-repo's cache): the output is
+	// none of them nor the sample (exit 2, before the model loads).
+	if err := checkOutputs([]string{out}, []string{c.String("input-wav"), opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
+		return err
+	}
 	p, err := infer.MakeVoice(opts, c.String("input-wav"))
 	if err != nil {
 		return err

@@ -27,8 +27,9 @@ import (
 // process until the machine's OOM killer ends it.
 const memoryCeilingKB = 4 << 20 // 4 GiB
 
-// runLimited runs the binary under the memory ceiling.
-func runLimited(t *testing.T, args ...string) (stderr string, code int) {
+// runLimitedEnv runs the binary under the memory ceiling;
+// env adds environment variables.
+func runLimitedEnv(t *testing.T, env []string, args ...string) (stderr string, code int) {
 	t.Helper()
 	// A bounded wait: a case that hangs (a FIFO once did) fails instead of
 	// stalling the suite.
@@ -37,6 +38,9 @@ func runLimited(t *testing.T, args ...string) (stderr string, code int) {
 	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, memoryCeilingKB), binPath}, args...)...)
 	var e bytes.Buffer
 	cmd.Stderr = &e
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("still running after 2 minutes: %v", args)
@@ -76,6 +80,9 @@ type badCase struct {
 	want  string
 	names string // a path (or its base name) the error line must contain; "" = want says it
 }
+
+// badCaseEnv: more environment variables of a case, by name.
+var badCaseEnv = map[string][]string{}
 
 // The bad-input matrix through the built binary: every case exits with its
 // code and one line "pp-offline: <file>: <problem>", no Go trace, no file
@@ -261,25 +268,25 @@ func TestBadInputMatrix(t *testing.T) {
 		{"mimi garbage", main("--mimi-weight", garbageModel), 1, "", "garbage.safetensors"},
 		{"mimi is the LM", main("--mimi-weight", tiny+"model.safetensors"), 1, "", "model.safetensors"},
 		// The outputs.
-		{"output is the input", main("--output-wav", tiny+"input.wav"), 1, "is the input", "input.wav"},
-		{"output is the model", main("--output-text", tiny+"model.safetensors"), 1, "is the input", "model.safetensors"},
+		{"output is the input", main("--output-wav", tiny+"input.wav"), 2, "is an input", "input.wav"},
+		{"output is the model", main("--output-text", tiny+"model.safetensors"), 2, "is an input", "model.safetensors"},
 		{"output links the voice", func(dir, out string) []string {
 			os.Link(tiny+"voices/TINYF0.pt", filepath.Join(dir, "hard.wav"))
 			return main("--output-wav", "$DIR/hard.wav")(dir, out)
-		}, 1, "is the input", "hard.wav"},
+		}, 2, "is the input", "hard.wav"},
 		{"output symlinks the tokenizer", func(dir, out string) []string {
 			abs, _ := filepath.Abs(tiny + "tokenizer.model")
 			os.Symlink(abs, filepath.Join(dir, "sym.json"))
 			return main("--output-text", "$DIR/sym.json")(dir, out)
-		}, 1, "is the input", "sym.json"},
-		{"output is a device", main("--output-text", "/dev/null"), 1, "not a regular file", "/dev/null"},
+		}, 2, "is the input", "sym.json"},
+		{"output is a device", main("--output-text", "/dev/null"), 2, "not a regular file", "/dev/null"},
 		{"output read-only", func(dir, out string) []string {
 			os.WriteFile(filepath.Join(dir, "ro.json"), []byte("keep"), 0o444)
 			return main("--output-text", "$DIR/ro.json")(dir, out)
-		}, 1, "read-only", "ro.json"},
-		{"output folder missing", main("--output-wav", "$DIR/no/such/o.wav"), 1, "does not exist", "o.wav"},
+		}, 2, "read-only", "ro.json"},
+		{"output folder missing", main("--output-wav", "$DIR/no/such/o.wav"), 2, "does not exist", "o.wav"},
 		{"outputs the same", main("--output-text", "$OUT/out.wav"), 1, "same file", "out.wav"},
-		{"output is a directory", main("--output-wav", dirInput), 1, "", "adir"},
+		{"output is a directory", main("--output-wav", dirInput), 2, "", "adir"},
 		{"outputs locked by another run", func(dir, out string) []string {
 			l, err := fileio.LockOutputs(filepath.Join(out, "out.wav"))
 			if err != nil {
@@ -319,7 +326,8 @@ func TestBadInputMatrix(t *testing.T) {
 			return []string{"compare", "--reference", "$DIR/nope.wav", "--candidate", tiny + "input.wav"}
 		}, 2, "nope.wav", ""},
 	}
-	if len(cases) < 60 {
+	cases = append(cases, guardCases(t, src, fifo, dirInput)...)
+	if len(cases) < 120 {
 		t.Fatalf("only %d cases", len(cases))
 	}
 	before := treeSums(t, "testdata/tiny", src)
@@ -336,7 +344,8 @@ func TestBadInputMatrix(t *testing.T) {
 			for i := range args {
 				args[i] = strings.ReplaceAll(args[i], "$DIR", dir)
 			}
-			stderr, code := runLimited(t, args...)
+			inDir := treeSums(t, dir) // what the case made there: inputs too
+			stderr, code := runLimitedEnv(t, badCaseEnv[c.name], args...)
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			last := lines[len(lines)-1]
 			switch {
@@ -360,6 +369,19 @@ func TestBadInputMatrix(t *testing.T) {
 			}
 			if len(left) > 0 {
 				t.Fatalf("left behind in the output folder: %v", left)
+			}
+			for p, h := range inDir {
+				if got, ok := treeSums(t, dir)[p]; !ok || got != h {
+					t.Fatalf("input %s changed or removed", p)
+				}
+			}
+			for _, d := range []string{dir, src, "testdata/tiny"} {
+				filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+					if err == nil && (e.Name() == fileio.TempDir || strings.HasSuffix(e.Name(), ".lock")) && !had[e.Name()] {
+						t.Errorf("temporary folder or lock left: %s", p)
+					}
+					return nil
+				})
 			}
 		})
 	}

@@ -1,36 +1,248 @@
 package fileio
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// CheckOutputs refuses, before any work, outputs that would destroy
-// something: an output that is one of the run's inputs (compared by device
-// and inode, so another path to the same file — a link, "./x" — is caught;
-// `--output-wav model.safetensors` once destroyed the checkpoint), two
-// outputs that are the same file, and an existing target that is not a
-// regular file (renaming over /dev/null would replace the device) or is
-// read-only (the user protected it). Inputs that do not exist are ignored
-// (their own checks report them).
-func CheckOutputs(outputs, inputs []string) error {
-	type seen struct {
-		path string
-		st   os.FileInfo
-	}
-	var ins []seen
-	for _, p := range inputs {
+// The output guard. Every file pp-offline writes goes through this
+// package's writers (WriteAtomic, WriteAllAtomic, WriteStreamAtomic), and
+// each of them refuses, before it writes and again just before it renames,
+// a target that
+//   - is a file the run reads (registered with AddInputs, or opened with
+//     OpenInput / ReadFileLimit), compared by device and inode so that a
+//     link or another path to it is caught;
+//   - exists and is not a regular file (a device, a FIFO, a socket, a
+//     directory: renaming over /dev/null would replace the device);
+//   - exists and is read-only (the user protected it).
+// Commands also call CheckOutput / CheckOutputs before any work, so that
+// a bad output costs nothing.
+//
+// Temporary files live in a folder of their own, TempDir, inside the
+// output's folder, named "NAME.<pid>.<random>.tmp", and each is held under
+// an flock by the process writing it. The sweep of a killed run's
+// temporaries (SweepTemps) removes only a file that is in that folder, has
+// that name, is a regular file, is no input of the run, and whose lock no
+// living process holds: a user's file named like a temporary beside an
+// output is never touched.
+
+// TempDir is the folder, inside an output's folder, that holds the
+// temporary files and locks of the outputs written there; it is removed
+// when it is empty.
+const TempDir = ".pp-offline-tmp"
+
+// nameMax is NAME_MAX on Linux; tempSuffix is the longest suffix a
+// temporary file adds to an output's name (".<pid ≤ 10 digits>.<8 hex>.tmp").
+const (
+	nameMax    = 255
+	pathMax    = 4096
+	tempSuffix = 1 + 10 + 1 + 16 + 4
+)
+
+var inputs struct {
+	sync.Mutex
+	files []input
+}
+
+type input struct {
+	path string
+	st   os.FileInfo
+}
+
+// AddInputs registers files the run reads, so that no writer of this
+// process ever replaces one. Paths that do not exist (yet) are ignored;
+// links are followed.
+func AddInputs(paths ...string) {
+	inputs.Lock()
+	defer inputs.Unlock()
+	for _, p := range paths {
 		if p == "" {
 			continue
 		}
-		if st, err := os.Stat(p); err == nil {
-			ins = append(ins, seen{p, st})
+		st, err := os.Stat(p)
+		if err != nil {
+			continue
 		}
+		inputs.files = append(inputs.files, input{p, st})
+	}
+}
+
+func addInputInfo(p string, st os.FileInfo) {
+	inputs.Lock()
+	inputs.files = append(inputs.files, input{p, st})
+	inputs.Unlock()
+}
+
+// ResetInputs forgets the registered inputs (tests).
+func ResetInputs() {
+	inputs.Lock()
+	inputs.files = nil
+	inputs.Unlock()
+}
+
+// inputOf returns the registered input that st is, if any.
+func inputOf(st os.FileInfo) (string, bool) {
+	inputs.Lock()
+	defer inputs.Unlock()
+	for _, in := range inputs.files {
+		if os.SameFile(st, in.st) {
+			// Still that file? (An input removed since may have left its
+			// inode number to a new file.)
+			if now, err := os.Stat(in.path); err == nil && os.SameFile(now, in.st) {
+				return in.path, true
+			}
+		}
+	}
+	return "", false
+}
+
+// IsInput reports whether path is (by device and inode) a registered input.
+func IsInput(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	_, ok := inputOf(st)
+	return ok
+}
+
+// OpenInput opens a file the run reads without ever blocking (a named
+// pipe's open waits for a writer: O_NONBLOCK, cleared once the file is
+// known to be regular), refuses anything but a regular file (links are
+// followed) and registers it as an input. Errors are one line naming path.
+func OpenInput(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, PathErr(err))
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: is %s, not a file", path, inputKind(st.Mode()))
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	addInputInfo(path, st)
+	return f, nil
+}
+
+// CheckInput refuses, without opening it, an input that is not a regular
+// file (links followed): a named pipe would block its reader, a device is
+// not a file. It registers the input. Errors are one line naming path.
+func CheckInput(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, PathErr(err))
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s: is %s, not a file", path, inputKind(st.Mode()))
+	}
+	addInputInfo(path, st)
+	return nil
+}
+
+// CheckOutput is the up-front check of one output path: its folder exists,
+// is a folder and can be written; its name leaves room for the temporary
+// file's (NAME_MAX); and checkTarget. Errors are one line naming path.
+func CheckOutput(path string) error {
+	if path == "" {
+		return errors.New("an output path is empty")
+	}
+	if err := checkName(path); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: output directory %s does not exist", path, dir)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("%s: cannot write in %s: %v", path, dir, err)
+	}
+	_, err = checkTarget(path)
+	return err
+}
+
+// checkName refuses an output whose name, or its temporary file's, is
+// longer than the system allows: found now, not after hours of work.
+func checkName(path string) error {
+	base := filepath.Base(path)
+	if len(base)+tempSuffix > nameMax {
+		return fmt.Errorf("%s: the file name is %d bytes, more than the %d an output may have (its temporary file adds %d to the %d a name may have)", clipName(path), len(base), nameMax-tempSuffix, tempSuffix, nameMax)
+	}
+	if abs, err := filepath.Abs(path); err == nil && len(abs)+len(TempDir)+2+tempSuffix >= pathMax {
+		return fmt.Errorf("%s: the path is %d bytes, too long for its temporary file (%d at most)", clipName(path), len(abs), pathMax-1-len(TempDir)-2-tempSuffix)
+	}
+	return nil
+}
+
+func clipName(p string) string {
+	if len(p) > 80 {
+		return p[:40] + "…" + p[len(p)-30:]
+	}
+	return p
+}
+
+// checkTarget refuses an existing target that is not a regular file, is
+// read-only or is an input; it returns the target's info (nil: it does
+// not exist).
+func checkTarget(p string) (os.FileInfo, error) {
+	st, err := os.Lstat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, PathErr(err))
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		if st, err = os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%s: a broken symbolic link: %w", p, PathErr(err))
+		}
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: exists and is not a regular file (%s): pp-offline does not write over it", p, describeMode(st.Mode()))
+	}
+	if in, ok := inputOf(st); ok {
+		if filepath.Clean(in) == filepath.Clean(p) {
+			return nil, fmt.Errorf("%s: is an input of this run: pp-offline never writes over an input", p)
+		}
+		return nil, fmt.Errorf("%s: is the input %s: pp-offline never writes over an input", p, in)
+	}
+	// By the mode bits, not access(2) alone: as root everything is
+	// writable, but a file made read-only was protected on purpose.
+	if st.Mode().Perm()&0o222 == 0 || unix.Access(p, unix.W_OK) != nil {
+		return nil, fmt.Errorf("%s: exists and is read-only: pp-offline does not replace it (remove it or choose another output)", p)
+	}
+	return st, nil
+}
+
+// CheckOutputs registers inputs (AddInputs) and checks every output
+// (CheckOutput) and that no two outputs are the same file. Inputs that do
+// not exist are ignored (their own checks report them).
+func CheckOutputs(outputs, inputs []string) error {
+	AddInputs(inputs...)
+	type seen struct {
+		path string
+		st   os.FileInfo
 	}
 	var outs []seen
 	for _, p := range outputs {
@@ -39,40 +251,26 @@ func CheckOutputs(outputs, inputs []string) error {
 				return fmt.Errorf("%s: given as two outputs", p)
 			}
 		}
-		st, err := os.Lstat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			outs = append(outs, seen{p, nil})
-			continue
+		if err := CheckOutput(p); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", p, PathErr(err))
-		}
-		if st.Mode()&os.ModeSymlink != 0 {
-			if st, err = os.Stat(p); err != nil {
-				return fmt.Errorf("%s: a broken symbolic link: %w", p, PathErr(err))
-			}
-		}
-		if !st.Mode().IsRegular() {
-			return fmt.Errorf("%s: exists and is not a regular file (%s): pp-offline does not write over it", p, describeMode(st.Mode()))
-		}
-		// By the mode bits, not access(2): as root everything is writable,
-		// but a file made read-only was protected on purpose.
-		if st.Mode().Perm()&0o222 == 0 || unix.Access(p, unix.W_OK) != nil {
-			return fmt.Errorf("%s: exists and is read-only: pp-offline does not replace it (remove it or choose another output)", p)
-		}
-		for _, in := range ins {
-			if os.SameFile(st, in.st) {
-				return fmt.Errorf("%s: is the input %s: pp-offline never writes over an input", p, in.path)
-			}
-		}
+		st, _ := checkTarget(p)
 		for _, o := range outs {
-			if o.st != nil && os.SameFile(st, o.st) {
+			if st != nil && o.st != nil && os.SameFile(st, o.st) {
 				return fmt.Errorf("%s and %s are the same file: give two outputs", o.path, p)
 			}
 		}
 		outs = append(outs, seen{p, st})
 	}
 	return nil
+}
+
+// inputKind words a non-regular input's type.
+func inputKind(m os.FileMode) string {
+	if m&os.ModeNamedPipe != 0 {
+		return "a pipe (opening one waits for a writer)"
+	}
+	return describeMode(m)
 }
 
 func describeMode(m os.FileMode) string {
@@ -89,98 +287,211 @@ func describeMode(m os.FileMode) string {
 	return m.Type().String()
 }
 
-// Lock is held over a run's outputs (LockOutputs) until Unlock.
-type Lock struct {
-	files []*os.File
-	paths []string
+// temp is a temporary file of this process, open and flocked.
+type temp struct {
+	f    *os.File
+	path string
 }
 
-// LockOutputs takes, without waiting, an exclusive lock for each output
-// (an flock on the hidden file ".NAME.lock" beside it), so that two runs
-// writing the same outputs cannot mix them: the second fails at once,
-// naming the file, and writes nothing. Once the locks are held, temporary
-// files left beside the outputs by a killed run (".NAME.tmp*": no living
-// run can own them, it would hold the lock) are removed.
-func LockOutputs(outputs ...string) (*Lock, error) {
-	l := &Lock{}
-	for _, p := range outputs {
-		f, err := lockFile(lockPath(p))
-		if err != nil {
-			l.Unlock()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%s: another pp-offline run is writing this output now (lock %s held); not started", p, lockPath(p))
-			}
-			return nil, fmt.Errorf("%s: cannot lock the output: %w", p, PathErr(err))
-		}
-		l.files, l.paths = append(l.files, f), append(l.paths, lockPath(p))
-		RemoveStaleTemps(p)
+func (t *temp) remove() {
+	os.Remove(t.path) // while still locked: a sweeper never sees it unlocked
+	t.f.Close()
+	os.Remove(filepath.Dir(t.path)) // the folder, when it is empty
+}
+
+// tempDirOf returns (creating it) the temporary folder beside output p.
+func tempDirOf(p string) (string, error) {
+	d := filepath.Join(filepath.Dir(p), TempDir)
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
 	}
-	return l, nil
+	st, err := os.Lstat(d)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s is not a folder (pp-offline keeps its temporary files there)", d)
+	}
+	return d, nil
 }
 
-func lockPath(p string) string { return filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".lock") }
-
-// lockFile opens and flocks path; a lock file that was removed (by the
-// holder's Unlock) between our open and our flock is opened again, so two
-// runs never both hold a lock.
-func lockFile(path string) (*os.File, error) {
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// newTemp creates and locks a new temporary file for output p. A folder
+// removed by another process between our mkdir and our create is made
+// again.
+func newTemp(p string) (*temp, error) {
+	var lastErr error
+	for try := 0; try < 8; try++ {
+		d, err := tempDirOf(p)
+		if err != nil {
+			return nil, err
+		}
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		name := filepath.Join(d, filepath.Base(p)+"."+strconv.Itoa(os.Getpid())+"."+hex.EncodeToString(rnd[:])+".tmp")
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrNotExist) {
+			lastErr = err
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			f.Close()
+			os.Remove(name)
 			return nil, err
 		}
+		// A sweeper may have taken it for stale between create and flock.
 		fst, err1 := f.Stat()
-		pst, err2 := os.Stat(path)
-		if err1 == nil && err2 == nil && os.SameFile(fst, pst) {
-			return f, nil
+		pst, err2 := os.Stat(name)
+		if err1 != nil || err2 != nil || !os.SameFile(fst, pst) {
+			f.Close()
+			lastErr = os.ErrNotExist
+			continue
 		}
-		f.Close()
+		return &temp{f, name}, nil
 	}
+	return nil, lastErr
 }
 
-// Unlock releases the locks and removes the lock files.
-func (l *Lock) Unlock() {
-	if l == nil {
-		return
-	}
-	for i, f := range l.files {
-		os.Remove(l.paths[i]) // while still held: a waiting opener sees the change (lockFile)
-		f.Close()
-	}
-	l.files, l.paths = nil, nil
-}
-
-// RemoveStaleTemps removes the temporary files WriteAllAtomic leaves beside
-// output p when its process is killed between writing and renaming.
-func RemoveStaleTemps(p string) {
-	dir := filepath.Dir(p)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if e.Type().IsRegular() && IsTempOf(p, e.Name()) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
-// IsTempOf reports whether name (a file name in output's folder) is one of
-// WriteAllAtomic's temporary files for output: ".NAME.tmp" and CreateTemp's
-// digits.
-func IsTempOf(output, name string) bool {
-	rest, ok := strings.CutPrefix(name, "."+filepath.Base(output)+".tmp")
-	if !ok || rest == "" {
+// tempRest returns what follows "NAME." in a temporary file's name of
+// output base, if name is one: "<pid>.<16 hex>.tmp".
+func isTempName(base, name string) bool {
+	rest, ok := strings.CutPrefix(name, base+".")
+	if !ok {
 		return false
 	}
-	for _, c := range rest {
+	rest, ok = strings.CutSuffix(rest, ".tmp")
+	if !ok {
+		return false
+	}
+	pid, rnd, ok := strings.Cut(rest, ".")
+	if !ok || pid == "" || len(rnd) != 16 {
+		return false
+	}
+	for _, c := range pid {
 		if c < '0' || c > '9' {
 			return false
 		}
 	}
-	return true
+	_, err := hex.DecodeString(rnd)
+	return err == nil
+}
+
+// errHeld: a temporary file's lock is held by a living process.
+var errHeld = errors.New("held by a running process")
+
+// sweep removes the stale temporary files of output p (see SweepTemps);
+// with held, a temporary file another process holds is an error.
+func sweep(p string, mine *temp) (removed []string, err error) {
+	d := filepath.Join(filepath.Dir(p), TempDir)
+	st, err := os.Lstat(d)
+	if err != nil || !st.IsDir() {
+		return nil, nil
+	}
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return nil, nil
+	}
+	base := filepath.Base(p)
+	for _, e := range ents {
+		name := filepath.Join(d, e.Name())
+		if !e.Type().IsRegular() || !isTempName(base, e.Name()) || (mine != nil && name == mine.path) {
+			continue
+		}
+		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		f := os.NewFile(uintptr(fd), name)
+		fst, err := f.Stat()
+		if err != nil || !fst.Mode().IsRegular() {
+			f.Close()
+			continue
+		}
+		if _, isIn := inputOf(fst); isIn {
+			f.Close()
+			continue
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return removed, errHeld
+			}
+			continue
+		}
+		// Still the file we locked (not replaced since)?
+		if pst, err := os.Lstat(name); err == nil && os.SameFile(fst, pst) {
+			if os.Remove(name) == nil {
+				removed = append(removed, name)
+			}
+		}
+		f.Close()
+	}
+	os.Remove(d) // when empty
+	return removed, nil
+}
+
+// SweepTemps removes the temporary files a killed run left for output p:
+// only files in TempDir beside it, named as this package names them,
+// regular, no input of the run, and not locked by a living process. It
+// returns what it removed.
+func SweepTemps(p string) []string {
+	r, _ := sweep(p, nil)
+	return r
+}
+
+// Lock is held over a run's outputs (LockOutputs) until Unlock.
+type Lock struct {
+	temps []*temp
+	outs  []string
+}
+
+// LockOutputs takes, without waiting, an exclusive hold on each output, so
+// that two runs writing the same outputs cannot mix them: the second fails
+// at once, naming the file, and writes nothing. The hold is a locked,
+// empty temporary file in TempDir (removed by Unlock; after a SIGKILL the
+// kernel drops the lock and the next run's sweep removes the file), so no
+// lock file outlives a run that ends. Temporary files of killed runs are
+// removed (SweepTemps).
+func LockOutputs(outputs ...string) (*Lock, error) {
+	l := &Lock{}
+	for _, p := range outputs {
+		if err := checkName(p); err != nil {
+			l.Unlock()
+			return nil, err
+		}
+		t, err := newTemp(p)
+		if err != nil {
+			l.Unlock()
+			return nil, fmt.Errorf("%s: cannot lock the output: %w", p, PathErr(err))
+		}
+		l.temps, l.outs = append(l.temps, t), append(l.outs, p)
+		if _, err := sweep(p, t); errors.Is(err, errHeld) {
+			l.Unlock()
+			return nil, fmt.Errorf("%s: another pp-offline run is writing this output now (its temporary file in %s is locked); not started", p, filepath.Join(filepath.Dir(p), TempDir))
+		}
+	}
+	return l, nil
+}
+
+// Unlock releases the hold and removes its files.
+func (l *Lock) Unlock() {
+	if l == nil {
+		return
+	}
+	for _, t := range l.temps {
+		t.remove()
+	}
+	l.temps, l.outs = nil, nil
+}
+
+// CheckTarget is the guard's check of one output whose folder may not
+// exist yet: its name's length and checkTarget. Errors name path.
+func CheckTarget(path string) error {
+	if err := checkName(path); err != nil {
+		return err
+	}
+	_, err := checkTarget(path)
+	return err
 }

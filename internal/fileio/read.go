@@ -3,35 +3,26 @@ package fileio
 import (
 	"fmt"
 	"io"
-	"os"
 )
 
 // ReadFileLimit reads a small input file (a config, a tokenizer, a
 // manifest) whole, refusing directories, devices (/dev/zero is not a
-// config), named pipes (opening one waits for a writer) and anything
-// longer than limit bytes — checked while reading too. Errors name the
-// file.
+// config), named pipes (opened without blocking, see OpenInput) and
+// anything longer than limit bytes — checked while reading too. The file
+// is registered as an input of the run. Errors name the file.
 func ReadFileLimit(path string, limit int64) ([]byte, error) {
-	st, err := os.Stat(path)
+	f, err := OpenInput(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, PathErr(err))
-	}
-	switch m := st.Mode(); {
-	case m.IsDir():
-		return nil, fmt.Errorf("%s: is a directory, not a file", path)
-	case m&(os.ModeDevice|os.ModeCharDevice) != 0:
-		return nil, fmt.Errorf("%s: is a device, not a file", path)
-	case m&os.ModeNamedPipe != 0:
-		// Opening one waits for a writer: an unattended run would hang.
-		return nil, fmt.Errorf("%s: is a pipe, not a file", path)
-	case m.IsRegular() && st.Size() > limit:
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d expected at most", path, st.Size(), limit)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, PathErr(err))
+		return nil, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, PathErr(err))
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d expected at most", path, st.Size(), limit)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, PathErr(err))
