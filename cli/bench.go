@@ -8,6 +8,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/pp-offline/pp-offline/batchjob"
 	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
 )
@@ -50,6 +51,20 @@ func runBench(c *ucli.Context) error {
 	}
 	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 || c.Int("memory-mib") <= 0 || c.Int("kv-fill") < 0 || c.Int("batch-size") <= 0 {
 		return fmt.Errorf("--frames, --batch-size and --memory-mib must be positive, --warmup, --threads and --kv-fill not negative")
+	}
+	// Bounded before they size anything (the sums below cannot overflow;
+	// the memory estimate then says whether the rest fits).
+	const maxPositions, maxMemoryMiB = 1 << 20, 1 << 20
+	switch {
+	case c.Int("frames") > maxPositions || c.Int("warmup") > maxPositions || c.Int("kv-fill") > maxPositions ||
+		c.Int("frames")+c.Int("warmup")+c.Int("kv-fill") > maxPositions:
+		return usageErrorf("--frames + --warmup + --kv-fill must be at most %d positions (the longest context a config may have), not %d + %d + %d", maxPositions, c.Int("frames"), c.Int("warmup"), c.Int("kv-fill"))
+	case c.Int("batch-size") > batchjob.MaxBatchFlag:
+		return usageErrorf("--batch-size must be from 1 to %d, not %d", batchjob.MaxBatchFlag, c.Int("batch-size"))
+	case c.Int("memory-mib") > maxMemoryMiB:
+		return usageErrorf("--memory-mib must be from 1 to %d (1 TiB), not %d", maxMemoryMiB, c.Int("memory-mib"))
+	case c.Int("threads") > maxThreads:
+		return usageErrorf("--threads must be at most %d, not %d", maxThreads, c.Int("threads"))
 	}
 	if err := infer.CheckWeights(c.String("weights")); err != nil {
 		return fmt.Errorf("--weights: %v", err)

@@ -379,8 +379,8 @@ func isFlatSchema(data []byte) bool {
 func deviceFlags(c *ucli.Context, log *logger) (infer.DeviceOptions, error) {
 	o := infer.DeviceOptions{Name: c.String("device"), CPUOffload: c.Bool("cpu-offload"), Threads: c.Int("threads"),
 		Kernel: os.Getenv("PP_OFFLINE_KERNEL"), ComputeDType: c.String("compute-dtype")}
-	if o.Threads < 0 {
-		return o, usageErrorf("--threads must be positive (or 0: all cores), not %d", o.Threads)
+	if o.Threads < 0 || o.Threads > maxThreads {
+		return o, usageErrorf("--threads must be from 0 (all cores) to %d, not %d", maxThreads, o.Threads)
 	}
 	o, err := o.Resolve(log)
 	if err != nil {
@@ -473,6 +473,9 @@ func checkReadable(path string) error {
 	}
 	return nil
 }
+
+// maxThreads bounds --threads before a worker pool is sized by it.
+const maxThreads = 4096
 
 // checkOutputPath is the up-front check of an output (fileio.CheckOutput:
 // its folder exists and is writable, its name fits, it is no registered

@@ -304,7 +304,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{"no GPU", main("--device", "cuda"), 1, "no usable GPU", ""},
 		// Other commands.
 		{"bench memory", func(dir, out string) []string {
-			return []string{"bench", "--config", "testdata/personaplex-1b.config.json", "--memory-mib", "100000000", "--frames", "1"}
+			return []string{"bench", "--config", "testdata/personaplex-1b.config.json", "--memory-mib", "1048576", "--frames", "1"}
 		}, 1, "not enough memory", ""},
 		{"bench huge config", func(dir, out string) []string { return []string{"bench", "--config", cfgHuge} }, 1, "dimension above", "hugedim.json"},
 		{"batch manifest unknown key", func(dir, out string) []string {

@@ -135,6 +135,9 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 		}
 	}
 
+	benchArgs := func(flags ...string) func(dir, out string) []string {
+		return func(dir, out string) []string { return append([]string{"bench", "--config", cfg}, flags...) }
+	}
 	cases := []badCase{
 		// batch --report over each input, a device, a FIFO, a socket, …
 		{name: "batch report is the model", args: report(model), code: 2, want: "--moshi-weight", names: "model.safetensors"},
@@ -307,6 +310,16 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 		{name: "bench cpuprofile over the model", args: func(dir, out string) []string {
 			return []string{"bench", "--config", cfg, "--moshi-weight", model, "--mimi-weight", mimi, "--frames", "1", "--cpuprofile", model}
 		}, code: 2, want: "input", names: "model.safetensors"},
+		{name: "bench frames 2^63-1", args: benchArgs("--frames", "9223372036854775807"), code: 2, want: "--frames + --warmup + --kv-fill"},
+		{name: "bench kv-fill 2^62", args: benchArgs("--kv-fill", "4611686018427387904"), code: 2, want: "--frames + --warmup + --kv-fill"},
+		{name: "bench warmup+frames overflow", args: benchArgs("--warmup", "4611686018427387904", "--frames", "4611686018427387904"), code: 2, want: "--frames + --warmup + --kv-fill"},
+		{name: "bench batch-size 2^63-1", args: benchArgs("--batch-size", "9223372036854775807"), code: 2, want: "--batch-size must be from 1 to"},
+		{name: "bench batch-size 4096 7B", args: func(dir, out string) []string {
+			return []string{"bench", "--config", "testdata/personaplex-7b.config.json", "--batch-size", "4096", "--frames", "1"}
+		}, code: 1, want: "not enough memory"},
+		{name: "bench memory-mib 2^63-1", args: benchArgs("--memory-mib", "9223372036854775807"), code: 2, want: "--memory-mib must be from 1 to"},
+		{name: "bench threads 2^63-1", args: benchArgs("--threads", "9223372036854775807"), code: 2, want: "--threads must be at most"},
+		{name: "threads 2^63-1", args: main("--threads", "9223372036854775807"), code: 2, want: "--threads must be from 0"},
 		// download, offline: an empty cache is one line, nothing written.
 		{name: "download offline, empty cache", args: func(dir, out string) []string {
 			return []string{"download", "--hf-repo", "nvidia/personaplex-7b-v1"}
