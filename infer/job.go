@@ -78,10 +78,10 @@ type inputs struct {
 
 // prepare reads and checks an item's inputs (nothing of the models is
 // needed: a bad input costs nothing).
-func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath string) (*inputs, error) {
+func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tokenizer, tokPath string, lim audio.Limits) (*inputs, error) {
 	in := &inputs{}
 	var err error
-	if in.user, err = audio.LoadMonoContext(ctx, it.InputWAV, cfg.Mimi.SampleRate); err != nil {
+	if in.user, err = audio.LoadMonoLimits(ctx, it.InputWAV, cfg.Mimi.SampleRate, lim); err != nil {
 		return nil, err
 	}
 	if len(in.user) == 0 {
@@ -107,7 +107,7 @@ func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tok
 			return nil, err
 		}
 		in.sys.VoiceEmbeddings, in.sys.VoiceCache = p.Embeddings, p.Cache
-	} else if in.voiceAudio, err = loadVoiceAudio(ctx, it.VoicePrompt, cfg.Mimi.SampleRate); err != nil {
+	} else if in.voiceAudio, err = loadVoiceAudio(ctx, it.VoicePrompt, cfg.Mimi.SampleRate, lim); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -170,6 +170,7 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 		return err
 	}
 	j := &job{ctx: ctx, o: o, cfg: o.Config, B: max(1, o.BatchSize), tok: tok, next: next, done: done}
+	j.inputLimits = inputLimits(j.B)
 	// The first batch's inputs are read before the models load: when none
 	// is usable, nothing is loaded.
 	for len(j.queue) < j.B && j.pull() {
@@ -221,8 +222,9 @@ type job struct {
 	next func() (*Item, bool)
 	done func(ItemResult)
 
-	queue     []ready
-	exhausted bool
+	queue       []ready
+	exhausted   bool
+	inputLimits audio.Limits // what one item's audio may decode to
 
 	d     *Device
 	codec *mimi.Model
@@ -247,7 +249,7 @@ func (j *job) pull() bool {
 			j.exhausted = true
 			break
 		}
-		in, err := prepare(j.ctx, it, j.cfg, j.tok, j.o.Tokenizer)
+		in, err := prepare(j.ctx, it, j.cfg, j.tok, j.o.Tokenizer, j.inputLimits)
 		if err != nil {
 			if j.ctx.Err() != nil {
 				return false
@@ -278,6 +280,9 @@ func (j *job) open() error {
 	}
 	est := EstimateMemory(cfg, j.B, positions, prefill)
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
+	for _, r := range j.queue { // the first batch's decoded audio, held while it runs
+		est.Other += 4 * int64(len(r.in.user)+len(r.in.voiceAudio))
+	}
 	blocks, _ := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
 	est.Other += blocks
 	if dev.Kind() == DeviceCUDA {

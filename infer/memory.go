@@ -2,6 +2,7 @@ package infer
 
 import (
 	"fmt"
+	"github.com/pp-offline/pp-offline/audio"
 
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
@@ -57,15 +58,34 @@ func (e Estimate) String() string {
 // the process (the machine's, or its cgroup's limit), with the numbers and
 // what to do instead, rather than let it be killed half way.
 func checkMemory(e Estimate, log Logger, advice string) error {
-	avail, source, ok := sysmem.Available()
-	if !ok {
+	m := sysmem.Read()
+	if !m.OK {
 		return nil
 	}
+	avail, source := m.Bytes, m.Source
 	if e.Total() > avail {
 		return fmt.Errorf("not enough memory: this job needs about %s, %s leaves %s; %s", e, source, offload.FormatSize(avail), advice)
+	}
+	if m.AddressSpaceLimited() && e.Total()+e.Mapped > avail {
+		// Under ulimit -v a mapping takes address space it cannot page out.
+		return fmt.Errorf("not enough address space: this job needs about %s plus its mapped files, %s leaves %s; %s", e, source, offload.FormatSize(avail), advice)
 	}
 	if e.Total()+e.Mapped > avail {
 		log.Infof("memory: %s; %s leaves %s: the weights will be paged from disk (slower)", e, source, offload.FormatSize(avail))
 	}
 	return nil
+}
+
+// inputLimits bounds what one item's audio may decode to, before it is
+// decoded: a quarter of the memory the process can still take (the rest is
+// the models' and the KV cache's), shared by the B items in flight, at most
+// audio.DefaultMaxSamples. audio.LoadMonoLimits holds at most 8 bytes per
+// allowed sample while decoding and resampling.
+func inputLimits(B int) audio.Limits {
+	m := sysmem.Read()
+	if !m.OK {
+		return audio.Limits{}
+	}
+	n := m.Bytes / 4 / 8 / int64(max(1, B))
+	return audio.Limits{MaxSamples: min(max(n, 1<<20), audio.DefaultMaxSamples)}
 }

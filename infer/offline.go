@@ -161,11 +161,11 @@ func encodeAll(ctx context.Context, enc *mimi.Encoder, x []float32, frame int) (
 // LoadVoiceAudio reads a voice prompt WAV as LMGen.load_voice_prompt does:
 // channel 0 at the model rate, normalised to −24 LUFS.
 func LoadVoiceAudio(path string, rate int) ([]float32, error) {
-	return loadVoiceAudio(context.Background(), path, rate)
+	return loadVoiceAudio(context.Background(), path, rate, inputLimits(1))
 }
 
-func loadVoiceAudio(ctx context.Context, path string, rate int) ([]float32, error) {
-	x, err := audio.LoadMonoContext(ctx, path, rate)
+func loadVoiceAudio(ctx context.Context, path string, rate int, lim audio.Limits) ([]float32, error) {
+	x, err := audio.LoadMonoLimits(ctx, path, rate, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -314,11 +314,27 @@ const (
 	maxDelay   = 4096
 )
 
-// Validate checks the values the code relies on.
+// AgentCodebooks is the number of audio codebooks of one speaker (Mimi's
+// 8): the LM's n_q streams hold at least the agent's.
+const AgentCodebooks = 8
+
+// Validate checks the values the code relies on: the LM's (LM.Validate)
+// and Mimi's, and that they fit each other.
 func (c *Config) Validate() error {
-	l := &c.LM
+	if err := c.LM.Validate(); err != nil {
+		return err
+	}
+	if c.Mimi != nil && c.Mimi.Transformer.DModel > maxDim {
+		return fmt.Errorf("a model dimension above %d is not supported", maxDim)
+	}
+	return c.validateMimi()
+}
+
+// Validate checks the LM's values: the one set of rules, used when a
+// config is read and again when a model is loaded from it (lm.Load).
+func (l *LM) Validate() error {
 	switch {
-	case l.Dim > maxDim || l.DepformerDim > maxDim || (c.Mimi != nil && c.Mimi.Transformer.DModel > maxDim):
+	case l.Dim > maxDim || l.DepformerDim > maxDim:
 		return fmt.Errorf("a model dimension above %d is not supported", maxDim)
 	case l.NumLayers > maxLayers || l.DepformerNumLayers > maxLayers || l.NumHeads > maxHeads || l.DepformerNumHeads > maxHeads:
 		return fmt.Errorf("more than %d layers or heads is not supported", maxLayers)
@@ -350,12 +366,21 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("context must be positive")
 	case l.DepformerDim <= 0 || l.DepformerNumHeads <= 0 || l.DepformerDim%l.DepformerNumHeads != 0:
 		return fmt.Errorf("depformer_dim %d must be a positive multiple of depformer_num_heads %d", l.DepformerDim, l.DepformerNumHeads)
+	case l.DepformerNumLayers <= 0:
+		return fmt.Errorf("depformer_num_layers must be positive")
+	case l.NQ < AgentCodebooks:
+		return fmt.Errorf("n_q %d is smaller than the %d agent codebooks", l.NQ, AgentCodebooks)
 	}
 	for _, d := range l.Delays {
 		if d < 0 || d > maxDelay {
 			return fmt.Errorf("delays must be in 0..%d", maxDelay)
 		}
 	}
+	return nil
+}
+
+func (c *Config) validateMimi() error {
+	l := &c.LM
 	if m := c.Mimi; m != nil {
 		ratios := 1
 		for _, r := range m.Seanet.Ratios {

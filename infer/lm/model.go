@@ -25,7 +25,7 @@ import (
 )
 
 // AudioTokensPerStream is AUDIO_TOKENS_PER_STREAM: agent codebooks fed per step.
-const AudioTokensPerStream = 8
+const AudioTokensPerStream = config.AgentCodebooks
 
 // ZeroToken is the token whose embedding is an exact zero vector (zero_token_id).
 const ZeroToken = backend.ZeroToken
@@ -165,8 +165,8 @@ func (m *Model) Close() error {
 func Load(cfg *config.LM, f *weights.File) (*Model, error) {
 	c := *cfg
 	c.Delays = append([]int(nil), cfg.Delays...)
-	if err := validate(&c); err != nil {
-		return nil, err
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("lm config: %w", err)
 	}
 	m := &Model{Cfg: c, file: f}
 	m.host = &hostWeights{m}
@@ -226,31 +226,6 @@ func (m *Model) resolve(f *weights.File, name string) (string, error) {
 		return src, nil
 	}
 	return "", fmt.Errorf("%s: missing tensor %q", filepath.Base(f.Path), name)
-}
-
-func validate(c *config.LM) error {
-	switch {
-	case c.Dim <= 0 || c.NumHeads <= 0 || c.NumLayers <= 0:
-		return fmt.Errorf("lm config: dim, num_heads and num_layers must be positive")
-	case c.NQ < AudioTokensPerStream:
-		return fmt.Errorf("lm config: n_q %d is smaller than the %d agent codebooks", c.NQ, AudioTokensPerStream)
-	case c.DepQ <= 0 || c.DepQ > c.NQ:
-		return fmt.Errorf("lm config: dep_q %d must be in 1..n_q (%d)", c.DepQ, c.NQ)
-	case len(c.Delays) != c.NQ+1:
-		return fmt.Errorf("lm config: %d delays for %d streams", len(c.Delays), c.NQ+1)
-	case c.Context <= 0:
-		return fmt.Errorf("lm config: context must be positive")
-	case c.DepformerDim <= 0 || c.DepformerNumHeads <= 0 || c.DepformerDim%c.DepformerNumHeads != 0:
-		return fmt.Errorf("lm config: depformer_dim %d is not divisible into %d heads", c.DepformerDim, c.DepformerNumHeads)
-	case c.DepformerNumLayers <= 0:
-		return fmt.Errorf("lm config: depformer_num_layers must be positive")
-	}
-	for _, d := range c.Delays {
-		if d < 0 {
-			return fmt.Errorf("lm config: negative delay")
-		}
-	}
-	return nil
 }
 
 // NumCodebooks is n_q + 1 (the text stream and the audio streams).

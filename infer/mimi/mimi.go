@@ -243,17 +243,40 @@ func loadProjTransformer(f *weights.File, prefix string, cfg *config.Mimi) (*pro
 	if p.tr, err = nn.LoadTransformer(f, prefix+".transformer", transformerConfig(cfg)); err != nil {
 		return nil, err
 	}
-	var refs []nn.TensorRef
-	if in != dm {
-		refs = append(refs, nn.Mat(&p.inProj, prefix+".input_proj.weight", dm, in))
-	}
-	if out != dm {
-		refs = append(refs, nn.Mat(&p.outProj, prefix+".output_projs.0.weight", out, dm))
-	}
-	if err := nn.BindTensors(refs, f.Get); err != nil {
+	inRefs, outRefs := p.projTensors(prefix, dm)
+	if err := nn.BindTensors(append(inRefs, outRefs...), f.Get); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// projTensors declares the transformer's input and output projections
+// (present when their dimension differs from the model's, dm).
+func (p *projTransformer) projTensors(prefix string, dm int) (in, out []nn.TensorRef) {
+	if p.inDim != dm {
+		in = append(in, nn.Mat(&p.inProj, prefix+".input_proj.weight", dm, p.inDim))
+	}
+	if p.outDim != dm {
+		out = append(out, nn.Mat(&p.outProj, prefix+".output_projs.0.weight", p.outDim, dm))
+	}
+	return in, out
+}
+
+// transformerTensors declares every tensor of one projTransformer, in
+// checkpoint order: the input projection, the layers (nn's declaration)
+// and the output projection. Loading and WeightSpecs read it.
+func transformerTensors(cfg *config.Mimi, prefix string) ([]nn.TensorRef, error) {
+	in, dm, out := transformerDims(cfg)
+	t, err := nn.NewTransformer(transformerConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", prefix, err)
+	}
+	p := &projTransformer{inDim: in, outDim: out}
+	refs, outRefs := p.projTensors(prefix, dm)
+	for i := 0; i < cfg.Transformer.NumLayers; i++ {
+		refs = append(refs, t.LayerTensors(&nn.Layer{}, prefix+".transformer", i, -1, 0)...)
+	}
+	return append(refs, outRefs...), nil
 }
 
 // trStage is the streaming state of a projTransformer for one stream: the

@@ -3,6 +3,7 @@ package mimi
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/nn"
@@ -48,40 +49,14 @@ func WeightSpecs(cfg *config.Mimi) ([]weights.Spec, error) {
 			}
 		}
 	}
-	in, dm, out := transformerDims(cfg)
-	tc := transformerConfig(cfg)
+	// The transformers' tensors as nn declares them (names spelled once).
 	for _, p := range []string{"encoder_transformer", "decoder_transformer"} {
-		if in != dm {
-			add(p+".input_proj.weight", fanIn(in), dm, in)
+		refs, err := transformerTensors(cfg, p)
+		if err != nil {
+			return nil, err
 		}
-		for i := 0; i < tc.NumLayers; i++ {
-			l := fmt.Sprintf("%s.transformer.layers.%d.", p, i)
-			add(l+"self_attn.in_proj_weight", fanIn(dm), 3*dm, dm)
-			add(l+"self_attn.out_proj.weight", fanIn(dm), dm, dm)
-			for _, n := range []string{"norm1", "norm2"} {
-				switch tc.Norm {
-				case "rms_norm", "rms_norm_f32":
-					add(l+n+".alpha", 0, 1, 1, dm)
-				default:
-					add(l+n+".weight", 0, dm)
-					add(l+n+".bias", 0.01, dm)
-				}
-			}
-			if tc.LayerScale {
-				add(l+"layer_scale_1.scale", 0.01, dm)
-				add(l+"layer_scale_2.scale", 0.01, dm)
-			}
-			if tc.Gating == "none" {
-				add(l+"linear1.weight", fanIn(dm), tc.DimFeedforward, dm)
-				add(l+"linear2.weight", fanIn(tc.DimFeedforward), dm, tc.DimFeedforward)
-			} else {
-				h := nn.GatingHidden(dm, tc.DimFeedforward)
-				add(l+"gating.linear_in.weight", fanIn(dm), 2*h, dm)
-				add(l+"gating.linear_out.weight", fanIn(h), dm, h)
-			}
-		}
-		if out != dm {
-			add(p+".output_projs.0.weight", fanIn(dm), out, dm)
+		for _, r := range refs {
+			add(r.Name, transformerStd(r), r.Shape...)
 		}
 	}
 	if g.resample > 1 {
@@ -104,4 +79,17 @@ func WeightSpecs(cfg *config.Mimi) ([]weights.Spec, error) {
 		}
 	}
 	return specs, nil
+}
+
+// transformerStd is the random amplitude of a transformer tensor:
+// fan-in-scaled for a matrix, 0 (exactly 1) for a norm's weight or RMS
+// alpha, 0.01 for biases and layer scales.
+func transformerStd(r nn.TensorRef) float32 {
+	switch {
+	case strings.HasSuffix(r.Name, ".bias") || strings.HasSuffix(r.Name, ".scale"):
+		return 0.01
+	case len(r.Shape) == 2:
+		return float32(1 / math.Sqrt(float64(r.Shape[1])))
+	}
+	return 0
 }
