@@ -65,7 +65,7 @@ func (o DeviceOptions) Kind() DeviceKind { return o.kind }
 type OffloadOptions struct {
 	// Memory is the device memory in bytes: on a GPU a cap on what
 	// pp-offline allocates (0: the free memory); on the simulated device
-	// its size (negative: lm.DefaultSimMemory).
+	// its size (negative: DefaultSimMemory).
 	Memory int64
 	// HostMemory is the plan's host budget (0: unlimited).
 	HostMemory int64
@@ -80,6 +80,10 @@ type OffloadOptions struct {
 	// that the unit's device bytes still equal the host bytes.
 	Verify bool
 }
+
+// DefaultSimMemory is the simulated device's memory when none is given: an
+// H200's 141 GB, the device offload.DefaultFigures describe.
+const DefaultSimMemory = 141_000_000_000
 
 // DeviceKind is what a job computes on.
 type DeviceKind int
@@ -276,7 +280,7 @@ func (d *Device) Place(model *lm.Model, batch int) (lm.Weights, error) {
 	case d.Kind == DeviceSim:
 		mem := d.o.Offload.Memory
 		if mem < 0 {
-			mem = lm.DefaultSimMemory
+			mem = DefaultSimMemory
 		}
 		dev := offload.NewSimDevice(mem)
 		units, err := lm.UnitsOf(&model.Cfg, offload.DefaultDepSteps(&model.Cfg), storedDTypes(d.o, JobShape{}, model))

@@ -299,7 +299,7 @@ func TestPlacedRunsBitIdentical(t *testing.T) {
 }
 
 // The planner's plans at budgets from everything to nothing, through
-// NewSim: outputs identical, budget kept; the 8-step checkpoint (its
+// newSim: outputs identical, budget kept; the 8-step checkpoint (its
 // aliased and expanded tensors packed) and stepwise prompts too.
 func TestSimBudgets(t *testing.T) {
 	fig := testFigures(t)
@@ -353,7 +353,7 @@ func TestSimBudgets(t *testing.T) {
 			want, _ := runTraced(t, m, opt, "run_pt")
 			for _, b := range budgets {
 				t.Run(fmt.Sprintf("%s/%s/sampling=%v,stepwise=%v", file, b.name, opt.UseSampling, opt.StepwisePrompts), func(t *testing.T) {
-					pl, err := NewSim(m, SimOptions{Memory: b.budget, Workspace: testWorkspace, Figures: &fig, Verify: true})
+					pl, err := newSim(m, simOptions{Memory: b.budget, Workspace: testWorkspace, Figures: &fig, Verify: true})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -575,4 +575,63 @@ func TestPlacedQuantized(t *testing.T) {
 			}
 		}
 	}
+}
+
+// simOptions configure newSim (the tests' simulated device; the job plans
+// through infer.Device). The zero value is a device of 0 bytes (all
+// CPU).
+type simOptions struct {
+	// Memory is the simulated device's memory in bytes; negative means
+	// 141 GB. The plan is made for the device's free memory.
+	Memory int64
+	// HostMemory is the plan's host budget (0: unlimited).
+	HostMemory int64
+	// Workspace is the device memory kept for activations whenever a unit
+	// runs on the device; negative means offload.DefaultWorkspace.
+	Workspace int64
+	// Figures are the machine figures the plan and the timeline use (nil:
+	// offload.DefaultFigures, an H200 on PCIe gen5).
+	Figures *offload.Figures
+	// DepSteps is the number of depformer steps planned per frame (0:
+	// offload.DefaultDepSteps, the agent's codebooks).
+	DepSteps int
+	// Verify makes the runtime check at every release that the unit's
+	// device bytes still equal the host bytes.
+	Verify bool
+}
+
+// newSim plans the model's units for a simulated device (offload's planner
+// over the device's free memory) and starts executing the plan on it.
+func newSim(m *Model, o simOptions) (*Placed, error) {
+	mem := o.Memory
+	if mem < 0 {
+		mem = 141_000_000_000 // an H200, as offload.DefaultFigures
+	}
+	dev := offload.NewSimDevice(mem)
+	depSteps := o.DepSteps
+	if depSteps == 0 {
+		depSteps = offload.DefaultDepSteps(&m.Cfg)
+	}
+	units, err := UnitsOf(&m.Cfg, depSteps, m.storedDTypes())
+	if err != nil {
+		return nil, fmt.Errorf("offload: %w", err)
+	}
+	fig := offload.DefaultFigures()
+	if o.Figures != nil {
+		fig = *o.Figures
+	}
+	p := offload.NewProblem(units, offload.Workload{Batch: 1}, fig, dev.Budget()-dev.Used(), o.HostMemory)
+	if o.Workspace >= 0 {
+		p.Workspace = o.Workspace
+	}
+	plan, err := p.Solve()
+	if err != nil {
+		return nil, fmt.Errorf("offload: %w", err)
+	}
+	pl, err := NewPlaced(m, plan, dev)
+	if err != nil {
+		return nil, err
+	}
+	pl.rt.Verify = o.Verify
+	return pl, nil
 }

@@ -60,68 +60,6 @@ type binding struct {
 	ts    []weights.Tensor
 }
 
-// SimOptions configure NewSim. The zero value is a device of 0 bytes (all
-// CPU).
-type SimOptions struct {
-	// Memory is the simulated device's memory in bytes; negative means
-	// DefaultSimMemory. The plan is made for the device's free memory.
-	Memory int64
-	// HostMemory is the plan's host budget (0: unlimited).
-	HostMemory int64
-	// Workspace is the device memory kept for activations whenever a unit
-	// runs on the device; negative means offload.DefaultWorkspace.
-	Workspace int64
-	// Figures are the machine figures the plan and the timeline use (nil:
-	// offload.DefaultFigures, an H200 on PCIe gen5).
-	Figures *offload.Figures
-	// DepSteps is the number of depformer steps planned per frame (0:
-	// offload.DefaultDepSteps, the agent's codebooks).
-	DepSteps int
-	// Verify makes the runtime check at every release that the unit's
-	// device bytes still equal the host bytes.
-	Verify bool
-}
-
-// DefaultSimMemory is the simulated device's memory when none is given: an
-// H200's 141 GB, the device DefaultFigures describe.
-const DefaultSimMemory = 141_000_000_000
-
-// NewSim plans the model's units for a simulated device (offload's planner
-// over the device's free memory) and starts executing the plan on it.
-func NewSim(m *Model, o SimOptions) (*Placed, error) {
-	mem := o.Memory
-	if mem < 0 {
-		mem = DefaultSimMemory
-	}
-	dev := offload.NewSimDevice(mem)
-	depSteps := o.DepSteps
-	if depSteps == 0 {
-		depSteps = offload.DefaultDepSteps(&m.Cfg)
-	}
-	units, err := UnitsOf(&m.Cfg, depSteps, m.storedDTypes())
-	if err != nil {
-		return nil, fmt.Errorf("offload: %w", err)
-	}
-	fig := offload.DefaultFigures()
-	if o.Figures != nil {
-		fig = *o.Figures
-	}
-	p := offload.NewProblem(units, offload.Workload{Batch: 1}, fig, dev.Budget()-dev.Used(), o.HostMemory)
-	if o.Workspace >= 0 {
-		p.Workspace = o.Workspace
-	}
-	plan, err := p.Solve()
-	if err != nil {
-		return nil, fmt.Errorf("offload: %w", err)
-	}
-	pl, err := NewPlaced(m, plan, dev)
-	if err != nil {
-		return nil, err
-	}
-	pl.rt.Verify = o.Verify
-	return pl, nil
-}
-
 // NewPlaced packs the model's units (the plan's, in its order: layers, head,
 // depformer steps) from the model's own weights, in their stored formats
 // (bf16, or blocks when quantized), and starts the offload runtime for plan
