@@ -319,6 +319,12 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 		}, code: 1, want: "not enough memory"},
 		{name: "bench memory-mib 2^63-1", args: benchArgs("--memory-mib", "9223372036854775807"), code: 2, want: "--memory-mib must be from 1 to"},
 		{name: "bench threads 2^63-1", args: benchArgs("--threads", "9223372036854775807"), code: 2, want: "--threads must be at most"},
+		{name: "tune frames 2^63-1", args: func(dir, out string) []string {
+			return []string{"tune", "--config", cfg, "--frames", "9223372036854775807"}
+		}, code: 1, want: "--frames + --warmup must be at most"},
+		{name: "tune sim warmup 2^63-1", args: func(dir, out string) []string {
+			return []string{"tune", "--device", "sim", "--config", cfg, "--warmup", "9223372036854775807"}
+		}, code: 1, want: "--frames + --warmup must be at most"},
 		{name: "threads 2^63-1", args: main("--threads", "9223372036854775807"), code: 2, want: "--threads must be from 0"},
 		// download, offline: an empty cache is one line, nothing written.
 		{name: "download offline, empty cache", args: func(dir, out string) []string {

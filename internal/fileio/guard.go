@@ -336,7 +336,7 @@ func newTemp(p string) (*temp, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil && !flockUnsupported(err) {
 			f.Close()
 			os.Remove(name)
 			return nil, err
@@ -354,8 +354,15 @@ func newTemp(p string) (*temp, error) {
 	return nil, lastErr
 }
 
-// tempRest returns what follows "NAME." in a temporary file's name of
-// output base, if name is one: "<pid>.<16 hex>.tmp".
+// flockUnsupported: a file system without flock (some network ones). The
+// file is then written unlocked; a sweep, whose own flock fails the same
+// way, never removes it.
+func flockUnsupported(err error) bool {
+	return errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EINVAL)
+}
+
+// isTempName reports whether name is a temporary file's name of output
+// base: "base.<pid>.<16 hex>.tmp".
 func isTempName(base, name string) bool {
 	rest, ok := strings.CutPrefix(name, base+".")
 	if !ok {
