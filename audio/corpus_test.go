@@ -47,7 +47,17 @@ func run(t *testing.T, name string, args ...string) {
 // run).
 func corpusSource(t *testing.T, dir string, rate, channels, bits int) string {
 	t.Helper()
-	bps := bits / 8
+	return corpusSourceOpts(t, dir, rate, channels, bits, false)
+}
+
+// corpusSourceOpts is corpusSource at any depth from 8 to 32 bits: 8-bit
+// samples unsigned, 12 and 20 as WAVE_FORMAT_EXTENSIBLE with that many
+// valid bits left-justified in 16 and 24 (what flac reads and flac -d
+// writes). With anti, channel 1 is channel 0 negated (plus noise) near full
+// scale, so that a 32-bit stereo file's side channel needs its 33rd bit.
+func corpusSourceOpts(t *testing.T, dir string, rate, channels, bits int, anti bool) string {
+	t.Helper()
+	bps := (bits + 7) / 8
 	data := make([]byte, 0, rate*channels*bps)
 	seed := uint32(1)
 	for i := 0; i < rate; i++ {
@@ -55,26 +65,47 @@ func corpusSource(t *testing.T, dir string, rate, channels, bits int) string {
 		for c := 0; c < channels; c++ {
 			seed = seed*1664525 + 1013904223
 			v := 0.35*math.Sin(2*math.Pi*float64(220+110*c)*tt) + 0.2*math.Sin(2*math.Pi*float64(1700+300*c)*tt) + 0.02*(float64(seed>>8)/(1<<24)-0.5)
-			q := int32(math.Round(v * float64(int32(1)<<(bits-1))))
+			if anti {
+				v = 0.97*math.Sin(2*math.Pi*220*tt) + 0.02*(float64(seed>>8)/(1<<24)-0.5)
+				if c == 1 {
+					v = -v
+				}
+			}
+			q := int64(math.Round(v * float64(int64(1)<<(bits-1))))
+			q = max(min(q, int64(1)<<(bits-1)-1), -int64(1)<<(bits-1))
+			q <<= 8*bps - bits
+			if bits == 8 {
+				q += 128
+			}
 			for k := 0; k < bps; k++ {
 				data = append(data, byte(q>>(8*k)))
 			}
 		}
 	}
-	h := make([]byte, 44)
-	copy(h, "RIFF")
-	binary.LittleEndian.PutUint32(h[4:], uint32(36+len(data)))
-	copy(h[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(h[16:], 16)
-	binary.LittleEndian.PutUint16(h[20:], 1)
-	binary.LittleEndian.PutUint16(h[22:], uint16(channels))
-	binary.LittleEndian.PutUint32(h[24:], uint32(rate))
-	binary.LittleEndian.PutUint32(h[28:], uint32(rate*channels*bps))
-	binary.LittleEndian.PutUint16(h[32:], uint16(channels*bps))
-	binary.LittleEndian.PutUint16(h[34:], uint16(bits))
-	copy(h[36:], "data")
-	binary.LittleEndian.PutUint32(h[40:], uint32(len(data)))
+	fmtChunk := make([]byte, 16, 40)
+	binary.LittleEndian.PutUint16(fmtChunk[0:], 1)
+	binary.LittleEndian.PutUint16(fmtChunk[2:], uint16(channels))
+	binary.LittleEndian.PutUint32(fmtChunk[4:], uint32(rate))
+	binary.LittleEndian.PutUint32(fmtChunk[8:], uint32(rate*channels*bps))
+	binary.LittleEndian.PutUint16(fmtChunk[12:], uint16(channels*bps))
+	binary.LittleEndian.PutUint16(fmtChunk[14:], uint16(8*bps))
+	if bits%8 != 0 {
+		binary.LittleEndian.PutUint16(fmtChunk[0:], 0xFFFE)
+		fmtChunk = binary.LittleEndian.AppendUint16(fmtChunk, 22)
+		fmtChunk = binary.LittleEndian.AppendUint16(fmtChunk, uint16(bits))
+		fmtChunk = binary.LittleEndian.AppendUint32(fmtChunk, 0) // no channel mask
+		fmtChunk = append(fmtChunk, "\x01\x00\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"...)
+	}
+	h := []byte("RIFF\x00\x00\x00\x00WAVEfmt ")
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(fmtChunk)))
+	h = append(h, fmtChunk...)
+	h = append(h, "data"...)
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(data)))
+	binary.LittleEndian.PutUint32(h[4:], uint32(len(h)-8+len(data)))
 	p := filepath.Join(dir, fmt.Sprintf("src_%d_%d_%d.wav", rate, channels, bits))
+	if anti {
+		p = strings.TrimSuffix(p, ".wav") + "_anti.wav"
+	}
 	if err := os.WriteFile(p, append(h, data...), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -131,21 +162,55 @@ func mustReadClip(t *testing.T, p string) *Clip {
 	return c
 }
 
+// FLAC at every rate, 1, 2 and 6 channels, every depth flac writes (8, 12,
+// 16, 20, 24 and 32 bits; 32-bit stereo with a side channel past 32 bits),
+// fixed block sizes from 192 to 65535 and the strongest settings (-8, and
+// --lax with LPC order 32, 15-bit coefficients, partition order 15 and an
+// exhaustive search), decoded bit for bit as flac -d does. (flac 1.4 writes
+// no variable block size stream: flac_test.go builds those.)
 func TestCorpusFLAC(t *testing.T) {
 	needTools(t, "flac")
 	dir := t.TempDir()
-	type tc struct{ rate, ch, bits int }
+	type tc struct {
+		rate, ch, bits int
+		anti           bool
+		opts           []string
+	}
 	var cases []tc
 	for i, rate := range corpusRates {
-		cases = append(cases, tc{rate, 1 + i%2, 16})
+		cases = append(cases, tc{rate: rate, ch: 1 + i%2, bits: 16})
 	}
-	cases = append(cases, tc{8000, 6, 16}, tc{48000, 6, 16}, tc{44100, 2, 24}, tc{16000, 1, 24}, tc{48000, 6, 24})
+	cases = append(cases, tc{rate: 8000, ch: 6, bits: 16}, tc{rate: 48000, ch: 6, bits: 16}, tc{rate: 44100, ch: 2, bits: 24}, tc{rate: 16000, ch: 1, bits: 24}, tc{rate: 48000, ch: 6, bits: 24})
+	for _, bits := range []int{8, 12, 20, 32} {
+		cases = append(cases, tc{rate: 24000, ch: 1, bits: bits}, tc{rate: 48000, ch: 2, bits: bits}, tc{rate: 16000, ch: 6, bits: bits})
+	}
+	cases = append(cases,
+		tc{rate: 48000, ch: 2, bits: 32, anti: true},
+		tc{rate: 24000, ch: 2, bits: 32, anti: true, opts: []string{"--lax", "-l", "32", "-b", "65535"}},
+		tc{rate: 96000, ch: 2, bits: 24}, tc{rate: 88200, ch: 1, bits: 16}, tc{rate: 192000, ch: 2, bits: 16},
+		tc{rate: 7350, ch: 1, bits: 16}, tc{rate: 96001, ch: 1, bits: 16, opts: []string{"--lax"}},
+	)
+	for _, bs := range []string{"192", "200", "576", "1000", "4096"} {
+		cases = append(cases, tc{rate: 24000, ch: 2, bits: 16, opts: []string{"-b", bs}})
+	}
+	for _, bits := range []int{16, 24, 32} {
+		cases = append(cases, tc{rate: 48000, ch: 2, bits: bits, opts: []string{"--lax", "-b", "65535", "-l", "32", "-q", "15", "-r", "0,15", "-e", "-p"}})
+	}
+	cases = append(cases, tc{rate: 24000, ch: 2, bits: 16, opts: []string{"--lax", "-b", "16384"}}, tc{rate: 24000, ch: 1, bits: 16, opts: []string{"--lax", "-b", "65535", "-0"}}, tc{rate: 24000, ch: 6, bits: 20, opts: []string{"--lax", "-l", "32", "-b", "8192"}})
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%d_%dch_%dbit", c.rate, c.ch, c.bits), func(t *testing.T) {
+		name := fmt.Sprintf("%d_%dch_%dbit", c.rate, c.ch, c.bits)
+		if c.anti {
+			name += "_anti"
+		}
+		if len(c.opts) > 0 {
+			name += strings.ReplaceAll(strings.Join(c.opts, ""), ",", "_")
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			src := corpusSource(t, dir, c.rate, c.ch, c.bits)
-			f := strings.TrimSuffix(src, ".wav") + ".flac"
-			run(t, "flac", "-s", "-f", "-8", "--channel-map=none", src, "-o", f)
+			src := corpusSourceOpts(t, t.TempDir(), c.rate, c.ch, c.bits, c.anti)
+			f := filepath.Join(dir, name+".flac")
+			args := append([]string{"-s", "-f", "-8", "--channel-map=none"}, c.opts...)
+			run(t, "flac", append(args, src, "-o", f)...)
 			ref := f + ".dec.wav"
 			run(t, "flac", "-s", "-f", "-d", f, "-o", ref)
 			got, want := mustReadClip(t, f), mustReadClip(t, ref)
@@ -155,6 +220,14 @@ func TestCorpusFLAC(t *testing.T) {
 			for ch := range want.Channels {
 				if !sameBits(got.Channels[ch], want.Channels[ch]) {
 					t.Fatalf("channel %d differs from flac -d", ch)
+				}
+			}
+			// The WAV source itself, exactly: the lossless round trip, and
+			// the check that flac -d's WAV was read at its depth.
+			in := mustReadClip(t, src)
+			for ch := range in.Channels {
+				if !sameBits(got.Channels[ch], in.Channels[ch]) {
+					t.Fatalf("channel %d differs from the source", ch)
 				}
 			}
 		})

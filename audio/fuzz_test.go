@@ -106,6 +106,9 @@ func fuzzCompressed(f *testing.F, seeds ...string) {
 func FuzzDecodeFLAC(f *testing.F) {
 	f.Add(silentFLAC(f, 8000, 2, 2, 2*65535))
 	f.Add(silentFLAC(f, 48000, 1, 1, 0))
+	for _, b := range flacFuzzSeeds() {
+		f.Add(b)
+	}
 	fuzzCompressed(f, "flac_24k_s16_mono.flac", "flac_44k_s24_stereo.flac")
 }
 
