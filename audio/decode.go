@@ -17,7 +17,7 @@ package audio
 //     the 33-bit side channel of 32-bit stereo, so it refused 32-bit files.
 //     Decoded samples equal flac -d's bit for bit (4 to 32 bits, fixed and
 //     variable block sizes, tested by TestCorpusFLAC and TestFLACHandBuilt),
-//     2.4 times as fast as mewkiz/flac (BenchmarkDecodeFLAC).
+//     2.4 times as fast as mewkiz/flac was (BenchmarkDecodeFLAC).
 //   - MP3: github.com/hajimehoshi/go-mp3 (the decoder of the Ebitengine game
 //     engine; archived by its author in April 2023, still the only pure-Go
 //     MP3 decoder in use; no MPEG-2.5, which goes through ffmpeg: mp3.go).

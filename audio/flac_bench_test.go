@@ -1,17 +1,12 @@
 package audio
 
 import (
-	"bytes"
 	"encoding/binary"
-	"errors"
-	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/mewkiz/flac"
 )
 
 // benchFLAC is 60 s of 48 kHz 16-bit stereo (tones and noise) encoded by
@@ -48,32 +43,15 @@ func benchFLAC(b *testing.B) []byte {
 	return data
 }
 
-// BenchmarkDecodeFLAC decodes 60 s of 48 kHz stereo to float32: ours, and
-// github.com/mewkiz/flac (the decoder it replaced) to int32 samples.
+// BenchmarkDecodeFLAC decodes 60 s of 48 kHz stereo to float32. (Against
+// github.com/mewkiz/flac, the decoder this one replaced, on this file on a
+// 2-core AMD EPYC: 115 ms here, 270 ms there, to int32 samples only.)
 func BenchmarkDecodeFLAC(b *testing.B) {
 	data := benchFLAC(b)
-	b.Run("pp-offline", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		for b.Loop() {
-			if _, err := Decode(data, "bench.flac"); err != nil {
-				b.Fatal(err)
-			}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Decode(data, "bench.flac"); err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("mewkiz", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		for b.Loop() {
-			st, err := flac.New(bytes.NewReader(data))
-			if err != nil {
-				b.Fatal(err)
-			}
-			for {
-				if _, err := st.ParseNext(); errors.Is(err, io.EOF) {
-					break
-				} else if err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	})
+	}
 }
