@@ -349,100 +349,147 @@ func lookup1Values(entries, dims int) int {
 // to consume; the floor decodes as the spec says (no partitions).
 func checkVorbisSetup(b []byte, channels int) (gaps []int, err error) {
 	r := &bitReader{b: b}
-	cut := errors.New("cut off")
-	var alloc int64
-	nbooks := r.n(8) + 1
-	for i := 0; i < nbooks; i++ {
-		if r.u(24) != 0x564342 {
-			return nil, fmt.Errorf("codebook %d has no sync pattern", i)
-		}
-		dims := r.n(16)
-		entries := r.n(24)
-		if r.over {
-			return nil, cut
-		}
-		if dims == 0 || entries < 2 || entries > maxVorbisEntries {
-			return nil, fmt.Errorf("codebook %d: %d entries of %d dimensions (want 2..%d entries, ≥ 1 dimension)", i, entries, dims, maxVorbisEntries)
-		}
-		used := 0
-		if r.u(1) == 0 { // not ordered: a length per entry
-			sparse := r.u(1) == 1
-			if entries > r.left() {
-				return nil, fmt.Errorf("codebook %d: %d entries in %d bits", i, entries, r.left())
-			}
-			for e := 0; e < entries && !r.over; e++ {
-				if !sparse || r.u(1) == 1 {
-					r.u(5)
-					used++
-				}
-			}
-		} else { // ordered: runs of increasing lengths
-			length := r.n(5) + 1
-			for used < entries && !r.over {
-				if length > 32 {
-					return nil, fmt.Errorf("codebook %d: code lengths past 32 bits", i)
-				}
-				num := r.n(ilog(entries - used))
-				if used+num > entries {
-					return nil, fmt.Errorf("codebook %d: %d code lengths for %d entries", i, used+num, entries)
-				}
-				used += num
-				length++
-			}
-		}
-		if r.over {
-			return nil, cut
-		}
-		if used == 0 {
-			return nil, fmt.Errorf("codebook %d has no used entry", i)
-		}
-		alloc += 9 * int64(entries) // the library's Huffman table
-		switch lt := r.n(4); lt {
-		case 0:
-		case 1, 2:
-			r.u(32)
-			r.u(32)
-			bits := r.n(4) + 1
-			r.u(1)
-			nv := int64(entries) * int64(dims)
-			if lt == 1 {
-				nv = int64(lookup1Values(entries, dims))
-				if lib := int64(math.Floor(math.Pow(float64(entries), 1/float64(dims)))); lib != nv {
-					return nil, fmt.Errorf("codebook %d: %d entries in %d dimensions, which the decoder library miscounts", i, entries, dims)
-				}
-			}
-			if nv*int64(bits) > int64(r.left()) {
-				return nil, fmt.Errorf("codebook %d: %d values of %d bits in %d bits", i, nv, bits, r.left())
-			}
-			r.pos += int(nv) * bits
-			alloc += 4*nv + 4*int64(entries)*int64(dims)
-		default:
-			return nil, fmt.Errorf("codebook %d: lookup type %d", i, lt)
-		}
-		if alloc > maxVorbisSetupAlloc {
-			return nil, fmt.Errorf("codebooks would take more than %d MiB", maxVorbisSetupAlloc>>20)
-		}
-	}
-	book := func(x int, what string) error {
-		if x >= nbooks {
-			return fmt.Errorf("%s uses codebook %d of %d", what, x, nbooks)
-		}
-		return nil
+	nbooks, err := checkVorbisCodebooks(r)
+	if err != nil {
+		return nil, err
 	}
 	for i, n := 0, r.n(6)+1; i < n; i++ {
 		if r.u(16) != 0 {
 			return nil, errors.New("nonzero time-domain transform")
 		}
 	}
-	nfloors := r.n(6) + 1
+	nfloors, gaps, err := checkVorbisFloors(r, nbooks)
+	if err != nil {
+		return nil, err
+	}
+	nres, err := checkVorbisResidues(r, nbooks)
+	if err != nil {
+		return nil, err
+	}
+	nmaps, err := checkVorbisMappings(r, channels, nfloors, nres)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVorbisModes(r, nmaps); err != nil {
+		return nil, err
+	}
+	if r.u(1) != 1 || r.over {
+		return nil, errors.New("cut off (no framing bit)")
+	}
+	return gaps, nil
+}
+
+// errVorbisCut is a setup header that ends before what it declares.
+var errVorbisCut = errors.New("cut off")
+
+// checkVorbisCodebooks checks the codebooks (spec 3.2.1) and returns how
+// many there are.
+func checkVorbisCodebooks(r *bitReader) (int, error) {
+	var alloc int64
+	nbooks := r.n(8) + 1
+	for i := 0; i < nbooks; i++ {
+		if err := checkVorbisCodebook(r, i, &alloc); err != nil {
+			return 0, err
+		}
+	}
+	return nbooks, nil
+}
+
+// checkVorbisCodebook checks codebook i, adding what the library will
+// allocate for it to *alloc.
+func checkVorbisCodebook(r *bitReader, i int, alloc *int64) error {
+	if r.u(24) != 0x564342 {
+		return fmt.Errorf("codebook %d has no sync pattern", i)
+	}
+	dims := r.n(16)
+	entries := r.n(24)
+	if r.over {
+		return errVorbisCut
+	}
+	if dims == 0 || entries < 2 || entries > maxVorbisEntries {
+		return fmt.Errorf("codebook %d: %d entries of %d dimensions (want 2..%d entries, ≥ 1 dimension)", i, entries, dims, maxVorbisEntries)
+	}
+	used := 0
+	if r.u(1) == 0 { // not ordered: a length per entry
+		sparse := r.u(1) == 1
+		if entries > r.left() {
+			return fmt.Errorf("codebook %d: %d entries in %d bits", i, entries, r.left())
+		}
+		for e := 0; e < entries && !r.over; e++ {
+			if !sparse || r.u(1) == 1 {
+				r.u(5)
+				used++
+			}
+		}
+	} else { // ordered: runs of increasing lengths
+		length := r.n(5) + 1
+		for used < entries && !r.over {
+			if length > 32 {
+				return fmt.Errorf("codebook %d: code lengths past 32 bits", i)
+			}
+			num := r.n(ilog(entries - used))
+			if used+num > entries {
+				return fmt.Errorf("codebook %d: %d code lengths for %d entries", i, used+num, entries)
+			}
+			used += num
+			length++
+		}
+	}
+	if r.over {
+		return errVorbisCut
+	}
+	if used == 0 {
+		return fmt.Errorf("codebook %d has no used entry", i)
+	}
+	*alloc += 9 * int64(entries) // the library's Huffman table
+	switch lt := r.n(4); lt {
+	case 0:
+	case 1, 2:
+		r.u(32)
+		r.u(32)
+		bits := r.n(4) + 1
+		r.u(1)
+		nv := int64(entries) * int64(dims)
+		if lt == 1 {
+			nv = int64(lookup1Values(entries, dims))
+			if lib := int64(math.Floor(math.Pow(float64(entries), 1/float64(dims)))); lib != nv {
+				return fmt.Errorf("codebook %d: %d entries in %d dimensions, which the decoder library miscounts", i, entries, dims)
+			}
+		}
+		if nv*int64(bits) > int64(r.left()) {
+			return fmt.Errorf("codebook %d: %d values of %d bits in %d bits", i, nv, bits, r.left())
+		}
+		r.pos += int(nv) * bits
+		*alloc += 4*nv + 4*int64(entries)*int64(dims)
+	default:
+		return fmt.Errorf("codebook %d: lookup type %d", i, lt)
+	}
+	if *alloc > maxVorbisSetupAlloc {
+		return fmt.Errorf("codebooks would take more than %d MiB", maxVorbisSetupAlloc>>20)
+	}
+	return nil
+}
+
+// vorbisBook checks a codebook number against the nbooks defined.
+func vorbisBook(x, nbooks int, what string) error {
+	if x >= nbooks {
+		return fmt.Errorf("%s uses codebook %d of %d", what, x, nbooks)
+	}
+	return nil
+}
+
+// checkVorbisFloors checks the floors and returns how many there are and
+// the positions of the type-1 floors with no partitions.
+func checkVorbisFloors(r *bitReader, nbooks int) (nfloors int, gaps []int, err error) {
+	nfloors = r.n(6) + 1
 	for i := 0; i < nfloors; i++ {
 		what := fmt.Sprintf("floor %d", i)
 		switch t := r.n(16); t {
 		case 0:
 			r.u(8 + 16 + 16 + 6 + 8)
 			for j, n := 0, r.n(4)+1; j < n; j++ {
-				if err := book(r.n(8), what); err != nil {
-					return nil, err
+				if err := vorbisBook(r.n(8), nbooks, what); err != nil {
+					return 0, nil, err
 				}
 			}
 		case 1:
@@ -461,14 +508,14 @@ func checkVorbisSetup(b []byte, channels int) (gaps []int, err error) {
 				dims[j] = r.n(3) + 1
 				sub := r.n(2)
 				if sub != 0 {
-					if err := book(r.n(8), what); err != nil {
-						return nil, err
+					if err := vorbisBook(r.n(8), nbooks, what); err != nil {
+						return 0, nil, err
 					}
 				}
 				for k := 0; k < 1<<sub; k++ {
 					if x := r.n(8) - 1; x >= 0 {
-						if err := book(x, what); err != nil {
-							return nil, err
+						if err := vorbisBook(x, nbooks, what); err != nil {
+							return 0, nil, err
 						}
 					}
 				}
@@ -481,25 +528,30 @@ func checkVorbisSetup(b []byte, channels int) (gaps []int, err error) {
 				r.pos += dims[c] * rangeBits
 			}
 			if points > 65 {
-				return nil, fmt.Errorf("%s has %d points (at most 65)", what, points)
+				return 0, nil, fmt.Errorf("%s has %d points (at most 65)", what, points)
 			}
 		default:
-			return nil, fmt.Errorf("%s has type %d", what, t)
+			return 0, nil, fmt.Errorf("%s has type %d", what, t)
 		}
 		if r.over {
-			return nil, cut
+			return 0, nil, errVorbisCut
 		}
 	}
+	return nfloors, gaps, nil
+}
+
+// checkVorbisResidues checks the residues and returns how many there are.
+func checkVorbisResidues(r *bitReader, nbooks int) (int, error) {
 	nres := r.n(6) + 1
 	for i := 0; i < nres; i++ {
 		what := fmt.Sprintf("residue %d", i)
 		if t := r.n(16); t > 2 {
-			return nil, fmt.Errorf("%s has type %d", what, t)
+			return 0, fmt.Errorf("%s has type %d", what, t)
 		}
 		r.u(24 + 24 + 24)
 		ncls := r.n(6) + 1
-		if err := book(r.n(8), what); err != nil {
-			return nil, err
+		if err := vorbisBook(r.n(8), nbooks, what); err != nil {
+			return 0, err
 		}
 		cascade := make([]int, ncls)
 		for j := range cascade {
@@ -511,20 +563,26 @@ func checkVorbisSetup(b []byte, channels int) (gaps []int, err error) {
 		for _, c := range cascade {
 			for k := 0; k < 8; k++ {
 				if c>>k&1 == 1 {
-					if err := book(r.n(8), what); err != nil {
-						return nil, err
+					if err := vorbisBook(r.n(8), nbooks, what); err != nil {
+						return 0, err
 					}
 				}
 			}
 		}
 		if r.over {
-			return nil, cut
+			return 0, errVorbisCut
 		}
 	}
+	return nres, nil
+}
+
+// checkVorbisMappings checks the mappings against the channels, floors and
+// residues and returns how many there are.
+func checkVorbisMappings(r *bitReader, channels, nfloors, nres int) (int, error) {
 	nmaps := r.n(6) + 1
 	for i := 0; i < nmaps; i++ {
 		if r.u(16) != 0 {
-			return nil, fmt.Errorf("mapping %d has a nonzero type", i)
+			return 0, fmt.Errorf("mapping %d has a nonzero type", i)
 		}
 		submaps := 1
 		if r.u(1) == 1 {
@@ -536,45 +594,47 @@ func checkVorbisSetup(b []byte, channels int) (gaps []int, err error) {
 			for j := 0; j < steps; j++ {
 				m, a := r.n(bits), r.n(bits)
 				if m == a || m >= channels || a >= channels {
-					return nil, fmt.Errorf("mapping %d couples channels %d and %d of %d", i, m, a, channels)
+					return 0, fmt.Errorf("mapping %d couples channels %d and %d of %d", i, m, a, channels)
 				}
 			}
 		}
 		if r.u(2) != 0 {
-			return nil, fmt.Errorf("mapping %d: reserved bits set", i)
+			return 0, fmt.Errorf("mapping %d: reserved bits set", i)
 		}
 		if submaps > 1 {
 			for j := 0; j < channels; j++ {
 				if m := r.n(4); m >= submaps {
-					return nil, fmt.Errorf("mapping %d puts channel %d in submap %d of %d", i, j, m, submaps)
+					return 0, fmt.Errorf("mapping %d puts channel %d in submap %d of %d", i, j, m, submaps)
 				}
 			}
 		}
 		for j := 0; j < submaps; j++ {
 			r.u(8)
 			if f, x := r.n(8), r.n(8); f >= nfloors || x >= nres {
-				return nil, fmt.Errorf("mapping %d: submap %d uses floor %d of %d, residue %d of %d", i, j, f, nfloors, x, nres)
+				return 0, fmt.Errorf("mapping %d: submap %d uses floor %d of %d, residue %d of %d", i, j, f, nfloors, x, nres)
 			}
 		}
 		if r.over {
-			return nil, cut
+			return 0, errVorbisCut
 		}
 	}
+	return nmaps, nil
+}
+
+// checkVorbisModes checks the modes against the mappings.
+func checkVorbisModes(r *bitReader, nmaps int) error {
 	nmodes := r.n(6) + 1
 	for i := 0; i < nmodes; i++ {
 		r.u(1)
 		window, transform := r.u(16), r.u(16)
 		if window != 0 || transform != 0 {
-			return nil, fmt.Errorf("mode %d has a nonzero window or transform type", i)
+			return fmt.Errorf("mode %d has a nonzero window or transform type", i)
 		}
 		if m := r.n(8); m >= nmaps {
-			return nil, fmt.Errorf("mode %d uses mapping %d of %d", i, m, nmaps)
+			return fmt.Errorf("mode %d uses mapping %d of %d", i, m, nmaps)
 		}
 	}
-	if r.u(1) != 1 || r.over {
-		return nil, errors.New("cut off (no framing bit)")
-	}
-	return gaps, nil
+	return nil
 }
 
 // padFloors returns setup header b with an unused floor class (13 bits:
