@@ -247,8 +247,34 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 	img := image.NewRGBA(image.Rect(0, 0, plotWidth, h))
 	p := &plotter{img: img, total: total, x0: plotLeft, w: plotWidth - plotLeft - plotRight}
 	p.fill(img.Rect, colBG)
+	over := res.FramesOverThreshold()
+	plotHeader(img, res, in, over, total, fs)
 
-	// Header.
+	// Panel rectangles.
+	rects := make([]image.Rectangle, len(panels))
+	y := header
+	for i, ph := range panels {
+		rects[i] = image.Rect(p.x0, y, p.x0+p.w, y+ph)
+		y += ph + plotGap + 2
+	}
+	axisY := y - plotGap
+
+	peak, ds := p.waveforms(rects, ref, cand)
+	lo := p.mels(rects, ref, cand, rate)
+	p.frames(rects, over, total, fs, a.FirstDiffSample)
+	for _, r := range rects {
+		p.border(r)
+	}
+	plotLabels(img, rects, peak, ds, lo)
+	p.timeAxis(axisY, total, rate)
+	return png.Encode(w, img)
+}
+
+// plotHeader writes the verdict, the inputs, the figures and the legend
+// above the panels.
+func plotHeader(img *image.RGBA, res *Result, in Inputs, over []int, total, fs int) {
+	a := res.Audio
+	rate := a.SampleRate
 	vc := colOK
 	if !res.Pass() {
 		vc = colOver
@@ -265,7 +291,6 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 		line += fmt.Sprintf("   text edits %d", res.Text.EditDistance)
 	}
 	drawText(img, 10, 54, fitWidth(line, maxW, 1), colText, 1)
-	over := res.FramesOverThreshold()
 	legend := fmt.Sprintf("red: 80 ms frames over threshold (frame SNR < %g dB or frame log-mel distance > %g dB): %d of %d",
 		res.Thresholds.MinSNRdB, res.Thresholds.MaxMelDistanceDB, len(over), (total+fs-1)/fs)
 	if a.FirstDiffSample >= 0 {
@@ -273,16 +298,12 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 	}
 	drawText(img, 10, 67, fitWidth(legend, maxW, 1), colDim, 1)
 
-	// Panel rectangles.
-	rects := make([]image.Rectangle, len(panels))
-	y := header
-	for i, ph := range panels {
-		rects[i] = image.Rect(p.x0, y, p.x0+p.w, y+ph)
-		y += ph + plotGap + 2
-	}
-	axisY := y - plotGap
+}
 
-	// Waveforms on a common scale.
+// waveforms draws the reference, the candidate (on a common scale) and
+// their difference, and returns the common peak and the difference's scale.
+func (p *plotter) waveforms(rects []image.Rectangle, ref, cand []float32) (float64, diffScale) {
+	img := p.img
 	peak := 0.0
 	for _, v := range ref {
 		peak = math.Max(peak, math.Abs(float64(v)))
@@ -306,6 +327,13 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 		drawText(img, rects[2].Min.X+8, rects[2].Min.Y+8, "identical over the common part", colDim, 2)
 	}
 
+	return peak, ds
+}
+
+// mels draws both log-mel spectrograms and |ΔL|, and returns the bottom of
+// their dB scale.
+func (p *plotter) mels(rects []image.Rectangle, ref, cand []float32, rate int) float64 {
+	n := min(len(ref), len(cand))
 	// Log-mel spectrograms (floor from the reference, as in the metric).
 	mr := MelSpectrogram(ref, rate)
 	mc := MelSpectrogram(cand, rate)
@@ -326,6 +354,13 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 	}
 	p.spec(rects[5], ld, n, 0, plotDiffDB, heat)
 
+	return lo
+}
+
+// frames draws the per-frame strip, shades the frames over the thresholds
+// and marks the first differing sample (firstDiff; < 0: none).
+func (p *plotter) frames(rects []image.Rectangle, over []int, total, fs, firstDiff int) {
+	img := p.img
 	// Per-frame strip and shading of frames over the thresholds.
 	isOver := make(map[int]bool, len(over))
 	for _, f := range over {
@@ -356,8 +391,8 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 			p.fill(image.Rect(x0, r.Min.Y-6, x1, r.Min.Y-2), colOver)
 		}
 	}
-	if a.FirstDiffSample >= 0 {
-		x := p.col(a.FirstDiffSample)
+	if firstDiff >= 0 {
+		x := p.col(firstDiff)
 		for _, r := range rects {
 			for yy := r.Min.Y; yy < r.Max.Y; yy++ {
 				if (yy/3)%2 == 0 {
@@ -366,11 +401,11 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 			}
 		}
 	}
-	for _, r := range rects {
-		p.border(r)
-	}
 
-	// Labels.
+}
+
+// plotLabels names each panel and its scale.
+func plotLabels(img *image.RGBA, rects []image.Rectangle, peak float64, ds diffScale, lo float64) {
 	labels := []struct{ name, sub string }{
 		{"reference", fmt.Sprintf("peak %.3g", peak)},
 		{"candidate", "same scale"},
@@ -408,7 +443,11 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 		}
 	}
 
-	// Time axis.
+}
+
+// timeAxis draws the ticks and seconds under the panels.
+func (p *plotter) timeAxis(axisY, total, rate int) {
+	img := p.img
 	dur := float64(total) / float64(rate)
 	step := tickStep(dur)
 	for k := 0; float64(k)*step <= dur+1e-9; k++ {
@@ -423,5 +462,4 @@ func Plot(w io.Writer, ref, cand []float32, res *Result, in Inputs) error {
 	}
 	drawText(img, 8, axisY+8, "time", colText, 1)
 
-	return png.Encode(w, img)
 }
