@@ -3,8 +3,8 @@ package batchjob
 import (
 	"fmt"
 
-	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/job"
 	"github.com/pp-offline/pp-offline/internal/sysmem"
 )
 
@@ -31,7 +31,7 @@ func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 // costs at most: infer's estimate for one conversation at the full context
 // (rings grow to it on long inputs) with a prompt prefill of 256 rows.
 func ConversationBytes(cfg *config.Config) int64 {
-	return infer.EstimateMemory(cfg, 1, cfg.LM.Context, 256).Total()
+	return job.EstimateMemory(cfg, 1, cfg.LM.Context, 256).Total()
 }
 
 // MaxBatch caps the chosen batch: beyond it a step is compute-bound on any

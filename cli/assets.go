@@ -14,7 +14,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/pp-offline/pp-offline/hub"
-	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/job"
 	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
@@ -30,14 +30,14 @@ const (
 // hubFlags select the repository the model files come from.
 func hubFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.StringFlag{Name: "hf-repo", Value: infer.DefaultRepo, Usage: "Hugging Face repo of the model files not given by flags: taken from the local hub cache, else downloaded (HF_TOKEN; HF_HUB_OFFLINE=1: never)"},
+		&ucli.StringFlag{Name: "hf-repo", Value: job.DefaultRepo, Usage: "Hugging Face repo of the model files not given by flags: taken from the local hub cache, else downloaded (HF_TOKEN; HF_HUB_OFFLINE=1: never)"},
 		&ucli.StringFlag{Name: "revision", Value: hub.DefaultRevision, Usage: "branch, tag or commit of --hf-repo"},
 	}
 }
 
 // allHubFiles is everything the main job can take from the repo.
 func allHubFiles() []hub.File {
-	return []hub.File{{Name: infer.MoshiName}, {Name: infer.MimiName}, {Name: infer.TokenizerName},
+	return []hub.File{{Name: job.MoshiName}, {Name: job.MimiName}, {Name: job.TokenizerName},
 		{Name: configName, Optional: true}, {Name: voicesArchive}}
 }
 

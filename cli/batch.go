@@ -17,7 +17,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/batchjob"
-	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/job"
 	"github.com/pp-offline/pp-offline/internal/fileio"
 	"github.com/pp-offline/pp-offline/voices"
 )
@@ -250,7 +250,7 @@ func (b *batchRun) run() error {
 		err  error
 	}
 	resolved := map[string]voice{}
-	var queue []*infer.Item
+	var queue []*job.Item
 	seedBase := time.Now().UnixNano()
 	for _, i := range run {
 		it := b.items[i]
@@ -275,7 +275,7 @@ func (b *batchRun) run() error {
 		if seed == -1 {
 			seed = (seedBase + int64(it.Index)*0x9E3779B97F4A7C1) & (1<<53 - 1)
 		}
-		queue = append(queue, &infer.Item{InputWAV: it.InputWAV, VoicePrompt: v.path, TextPrompt: it.TextPrompt,
+		queue = append(queue, &job.Item{InputWAV: it.InputWAV, VoicePrompt: v.path, TextPrompt: it.TextPrompt,
 			Greedy: it.Greedy, TempAudio: it.TempAudio, TempText: it.TempText, TopKAudio: it.TopKAudio, TopKText: it.TopKText,
 			Seed: seed, Tag: i})
 	}
@@ -313,7 +313,7 @@ func (b *batchRun) run() error {
 		opts.Progress = b.prog
 		defer b.prog.stop()
 	}
-	err = infer.RunItems(ctx, opts, infer.Items(queue...), b.done)
+	err = job.RunItems(ctx, opts, job.Items(queue...), b.done)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			n := b.report.CountsNow()
@@ -392,7 +392,7 @@ func (b *batchRun) failed(i int, err error) {
 }
 
 // done writes one finished item's outputs (whole files, renamed into place).
-func (b *batchRun) done(r infer.ItemResult) {
+func (b *batchRun) done(r job.ItemResult) {
 	i := r.Item.Tag.(int)
 	it := b.items[i]
 	if r.Err == nil {
@@ -426,7 +426,7 @@ func (b *batchRun) done(r infer.ItemResult) {
 
 // encodeOutputs encodes a result as the WAV and transcript of the given
 // formats (--output-format, --output-text-format).
-func encodeOutputs(res *infer.Result, wavFormat, textFormat string) (wav, text []byte, err error) {
+func encodeOutputs(res *job.Result, wavFormat, textFormat string) (wav, text []byte, err error) {
 	var wavBuf, textBuf bytes.Buffer
 	if wavFormat == "float32" {
 		err = audio.EncodeFloat32(&wavBuf, res.PCM, res.SampleRate)
@@ -567,7 +567,7 @@ func (p *batchProgress) updateBar() {
 	p.bar.Set(int(float64(p.frames) * p.frameSecs * 10))
 }
 
-// Phase implements infer.Progress: the loading phases are logged, the
+// Phase implements job.Progress: the loading phases are logged, the
 // per-item ones are not.
 func (p *batchProgress) Phase(name string) {
 	p.mu.Lock()
@@ -577,7 +577,7 @@ func (p *batchProgress) Phase(name string) {
 	}
 }
 
-// Start implements infer.Progress: an item joins the batch.
+// Start implements job.Progress: an item joins the batch.
 func (p *batchProgress) Start(_ int, frameSecs float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -587,7 +587,7 @@ func (p *batchProgress) Start(_ int, frameSecs float64) {
 	p.frameSecs = frameSecs
 }
 
-// Frame implements infer.Progress: one more frame of one conversation.
+// Frame implements job.Progress: one more frame of one conversation.
 func (p *batchProgress) Frame(int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -9,8 +9,8 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/pp-offline/pp-offline/batchjob"
-	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/job"
 )
 
 func init() {
@@ -66,7 +66,7 @@ func runBench(c *ucli.Context) error {
 	case c.Int("threads") > maxThreads:
 		return usageErrorf("--threads must be at most %d, not %d", maxThreads, c.Int("threads"))
 	}
-	if err := infer.CheckWeights(c.String("weights")); err != nil {
+	if err := job.CheckWeights(c.String("weights")); err != nil {
 		return fmt.Errorf("--weights: %v", err)
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
@@ -74,7 +74,7 @@ func runBench(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if dev.Kind() == infer.DeviceSim {
+	if dev.Kind() == job.DeviceSim {
 		return fmt.Errorf("bench --device sim: use pp-offline tune --device sim")
 	}
 	if p := c.String("cpuprofile"); p != "" {
@@ -93,7 +93,7 @@ func runBench(c *ucli.Context) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	r, err := infer.Bench(infer.BenchOptions{
+	r, err := job.Bench(job.BenchOptions{
 		Config: cfg, MoshiWeight: c.String("moshi-weight"), MimiWeight: c.String("mimi-weight"),
 		Frames: c.Int("frames"), Warmup: c.Int("warmup"),
 		MemoryBytes: c.Int("memory-mib") << 20, KVFill: c.Int("kv-fill"), BatchSize: c.Int("batch-size"), Log: log,
@@ -117,7 +117,7 @@ func runBench(c *ucli.Context) error {
 	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
 	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
 	fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (measured)  → %.0f%% of the roofline\n", r.MemoryGBps, 100*r.RooflineFraction)
-	if r.Device != "" && dev.Kind() == infer.DeviceCUDA {
+	if r.Device != "" && dev.Kind() == job.DeviceCUDA {
 		fmt.Fprintf(w, "  device           %s, peak %.2f GiB of %.2f GiB, %.3f GB streamed\n", r.Device, float64(r.DevicePeakBytes)/(1<<30), float64(r.DeviceLimit)/(1<<30), float64(r.StreamedBytes)/1e9)
 	}
 	if r.PlanSummary != "" {

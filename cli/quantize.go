@@ -5,7 +5,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/job"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func init() {
 }
 
 func runQuantize(c *ucli.Context) error {
-	if err := infer.CheckWeights(c.String("format")); err != nil {
+	if err := job.CheckWeights(c.String("format")); err != nil {
 		return fmt.Errorf("--format: %v", err)
 	}
 	if err := checkReadable(c.String("moshi-weight")); err != nil {
@@ -40,7 +40,7 @@ func runQuantize(c *ucli.Context) error {
 		return fmt.Errorf("--threads must be positive, not %d", c.Int("threads"))
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
-	r, err := infer.QuantizeFile(infer.QuantizeOptions{
+	r, err := job.QuantizeFile(job.QuantizeOptions{
 		MoshiWeight: c.String("moshi-weight"), Output: c.String("output"), Format: c.String("format"),
 		ToolVersion: versionString(), Threads: c.Int("threads"), Log: log,
 	})

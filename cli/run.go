@@ -21,8 +21,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pp-offline/pp-offline/hub"
-	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/job"
 	"github.com/pp-offline/pp-offline/offload"
 	"github.com/pp-offline/pp-offline/voices"
 )
@@ -60,9 +60,9 @@ func versionString() string {
 func modelFlags() []ucli.Flag {
 	f := []ucli.Flag{
 		&ucli.StringFlag{Name: "config", Usage: "model config JSON (default: config.json beside --moshi-weight (the --hf-repo snapshot's) if it is a flat model config, else the built-in PersonaPlex 7B)"},
-		&ucli.StringFlag{Name: "tokenizer", Usage: "SentencePiece tokenizer model (default: " + infer.TokenizerName + " of --hf-repo)"},
-		&ucli.StringFlag{Name: "moshi-weight", Usage: "LM checkpoint (.safetensors) (default: " + infer.MoshiName + " of --hf-repo)"},
-		&ucli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors) (default: " + infer.MimiName + " of --hf-repo)"},
+		&ucli.StringFlag{Name: "tokenizer", Usage: "SentencePiece tokenizer model (default: " + job.TokenizerName + " of --hf-repo)"},
+		&ucli.StringFlag{Name: "moshi-weight", Usage: "LM checkpoint (.safetensors) (default: " + job.MoshiName + " of --hf-repo)"},
+		&ucli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors) (default: " + job.MimiName + " of --hf-repo)"},
 		&ucli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu or cuda (auto: a usable GPU, else the CPU)"},
 		&ucli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
 		&ucli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
@@ -254,7 +254,7 @@ func runMain(c *ucli.Context) error {
 	if prog != nil {
 		opts.Progress = prog
 	}
-	res, err := infer.Run(ctx, opts)
+	res, err := job.Run(ctx, opts)
 	prog.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -277,13 +277,13 @@ func runMain(c *ucli.Context) error {
 // command that loads the model. Each model file is its flag's, else the
 // --hf-repo snapshot's (local cache, else downloaded); withVoices adds
 // voices.tgz, extracted, whose folder it returns.
-func jobOptions(ctx context.Context, c *ucli.Context, log *logger, withVoices bool) (infer.Options, string, error) {
-	var o infer.Options
+func jobOptions(ctx context.Context, c *ucli.Context, log *logger, withVoices bool) (job.Options, string, error) {
+	var o job.Options
 	o.Log = log
 	assets := []struct {
 		flag, name string
 		dst        *string
-	}{{"moshi-weight", infer.MoshiName, &o.MoshiWeight}, {"mimi-weight", infer.MimiName, &o.MimiWeight}, {"tokenizer", infer.TokenizerName, &o.Tokenizer}}
+	}{{"moshi-weight", job.MoshiName, &o.MoshiWeight}, {"mimi-weight", job.MimiName, &o.MimiWeight}, {"tokenizer", job.TokenizerName, &o.Tokenizer}}
 	// Flags first: a typo costs no download.
 	if err := deviceOptions(c, &o, log); err != nil {
 		return o, "", err
@@ -320,13 +320,13 @@ func jobOptions(ctx context.Context, c *ucli.Context, log *logger, withVoices bo
 }
 
 // deviceOptions reads --weights and the device flags into o.
-func deviceOptions(c *ucli.Context, o *infer.Options, log *logger) error {
+func deviceOptions(c *ucli.Context, o *job.Options, log *logger) error {
 	var err error
 	if o.Device, err = deviceFlags(c, log); err != nil {
 		return err
 	}
 	o.Quantize = c.String("weights")
-	if err := infer.CheckWeights(o.Quantize); err != nil {
+	if err := job.CheckWeights(o.Quantize); err != nil {
 		return fmt.Errorf("--weights: %v", err)
 	}
 	return nil
@@ -376,8 +376,8 @@ func isFlatSchema(data []byte) bool {
 // commands that have them) into the job's device options, resolved once
 // (their log lines said once). The kinds are infer's: no device name is
 // compared here.
-func deviceFlags(c *ucli.Context, log *logger) (infer.DeviceOptions, error) {
-	o := infer.DeviceOptions{Name: c.String("device"), CPUOffload: c.Bool("cpu-offload"), Threads: c.Int("threads"),
+func deviceFlags(c *ucli.Context, log *logger) (job.DeviceOptions, error) {
+	o := job.DeviceOptions{Name: c.String("device"), CPUOffload: c.Bool("cpu-offload"), Threads: c.Int("threads"),
 		Kernel: os.Getenv("PP_OFFLINE_KERNEL"), ComputeDType: c.String("compute-dtype")}
 	if o.Threads < 0 || o.Threads > maxThreads {
 		return o, usageErrorf("--threads must be from 0 (all cores) to %d, not %d", maxThreads, o.Threads)
@@ -399,7 +399,7 @@ func deviceFlags(c *ucli.Context, log *logger) (infer.DeviceOptions, error) {
 		return nil
 	}
 	switch o.Kind() {
-	case infer.DeviceCUDA:
+	case job.DeviceCUDA:
 		for _, f := range []struct {
 			name string
 			dst  *int64
@@ -413,8 +413,8 @@ func deviceFlags(c *ucli.Context, log *logger) (infer.DeviceOptions, error) {
 				log.Infof("--%s has no effect with --device cuda (it applies to --device sim)", f)
 			}
 		}
-	case infer.DeviceSim:
-		o.Offload = infer.OffloadOptions{Memory: -1, Workspace: -1, Verify: true}
+	case job.DeviceSim:
+		o.Offload = job.OffloadOptions{Memory: -1, Workspace: -1, Verify: true}
 		for _, f := range []struct {
 			name string
 			dst  *int64
@@ -568,7 +568,7 @@ type richFrame struct {
 	Piece string  `json:"piece"`
 }
 
-func writeRichText(w io.Writer, res *infer.Result) error {
+func writeRichText(w io.Writer, res *job.Result) error {
 	rt := richText{FrameRate: res.FrameRate, SampleRate: res.SampleRate, Frames: make([]richFrame, len(res.Pieces))}
 	var text strings.Builder
 	for i, p := range res.Pieces {
@@ -609,7 +609,7 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// Phase implements infer.Progress.
+// Phase implements job.Progress.
 func (p *progress) Phase(name string) {
 	if p == nil {
 		return
@@ -617,7 +617,7 @@ func (p *progress) Phase(name string) {
 	p.log.Infof("%s", name)
 }
 
-// Start implements infer.Progress: total frames of frameSecs seconds each.
+// Start implements job.Progress: total frames of frameSecs seconds each.
 func (p *progress) Start(total int, frameSecs float64) {
 	if p == nil {
 		return
@@ -634,7 +634,7 @@ func (p *progress) Start(total int, frameSecs float64) {
 	}
 }
 
-// Frame implements infer.Progress: frames done so far.
+// Frame implements job.Progress: frames done so far.
 func (p *progress) Frame(done int) {
 	if p == nil {
 		return

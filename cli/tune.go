@@ -9,8 +9,8 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/pp-offline/pp-offline/infer"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/job"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
@@ -81,7 +81,7 @@ func tuneFigures(c *ucli.Context, eng *ops.Engine, log *logger) (offload.Figures
 // tuneResult is what a tune run measured, for printing.
 type tuneResult struct {
 	configName, weightsName string
-	device                  infer.DeviceKind
+	device                  job.DeviceKind
 	frames, threads         int
 	kernel                  string
 	plan                    *offload.Plan
@@ -125,7 +125,7 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	sim := devOpts.Kind() == infer.DeviceSim
+	sim := devOpts.Kind() == job.DeviceSim
 	r.device = devOpts.Kind()
 	if !sim {
 		for _, f := range []string{"gpu-memory", "host-memory", "workspace", "sim-figures"} {
@@ -137,7 +137,7 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	if !sim {
 		// tune times the CPU's units and declares the device's: without
 		// the simulated device it runs on the CPU, whatever --device says.
-		devOpts = infer.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}
+		devOpts = job.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}
 	}
 	// The KV cache is sized to the frames run, as in bench: no position
 	// falls out of the context, and a 7B float32 cache of 3000 steps would
@@ -149,7 +149,7 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	// Figures: the CPU's measured (or declared); the device's declared.
 	// The device is opened when they are known (the simulated device plans
 	// with them); its CPU engine, made now, is what measures and runs.
-	cpuDev, err := infer.OpenDevice(infer.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}, infer.JobShape{Config: cfg}, log)
+	cpuDev, err := job.OpenDevice(job.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}, job.JobShape{Config: cfg}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	d := cpuDev
 	if sim {
 		devOpts.Offload.Figures, devOpts.Offload.Verify = &fig, false
-		if d, err = infer.OpenDevice(devOpts, infer.JobShape{Config: cfg}, log); err != nil {
+		if d, err = job.OpenDevice(devOpts, job.JobShape{Config: cfg}, log); err != nil {
 			return nil, err
 		}
 		defer d.Close()
@@ -205,8 +205,8 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	gen.StepSilence() // a prompt phase first, its prefill run now: every measured step is a frame
 	gen.Flush()
 	user := lm.SineTokens[:lmCfg.NQ-lm.AudioTokensPerStream]
-	sess := infer.NewSession(lmEng, nil)
-	sess.Join(&infer.Conversation{Gen: gen, Codes: func(int) []int { return user }})
+	sess := job.NewSession(lmEng, nil)
+	sess.Join(&job.Conversation{Gen: gen, Codes: func(int) []int { return user }})
 	var stepTime time.Duration
 	for f := 0; f < c.Int("warmup")+r.frames; f++ {
 		if f == c.Int("warmup") {
@@ -251,7 +251,7 @@ func (r *tuneResult) report(w io.Writer, c *ucli.Context) error {
 		r.configName, r.weightsName, r.device, r.frames, r.threads, r.kernel)
 	fmt.Fprintf(&b, "figures:\n")
 	for _, f := range pl.Problem.Fig.List() {
-		if r.device != infer.DeviceSim && f.Key != "cpu_bandwidth" && f.Key != "cpu_compute" {
+		if r.device != job.DeviceSim && f.Key != "cpu_bandwidth" && f.Key != "cpu_compute" {
 			continue
 		}
 		fmt.Fprintf(&b, "  %-24s %9.4g %-10s %-9s %s\n", f.Label, f.Value, f.Unit, f.Source, f.Note)

@@ -9,7 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/job"
 	"github.com/pp-offline/pp-offline/voices"
 )
 
@@ -72,7 +72,7 @@ func runVoice(c *ucli.Context) error {
 	if err := checkOutputs([]string{out}, []string{c.String("input-wav"), opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
 		return err
 	}
-	p, err := infer.MakeVoice(opts, c.String("input-wav"))
+	p, err := job.MakeVoice(opts, c.String("input-wav"))
 	if err != nil {
 		return err
 	}

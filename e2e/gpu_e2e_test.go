@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/job"
 )
 
 // The pure-Go binary (CGO_ENABLED=0, the default build) on a machine
@@ -18,7 +18,7 @@ import (
 // and --cpu-offload run on the CPU after one line saying why, and
 // --device cuda is a one-line error that writes nothing.
 func TestNoGPUFallback(t *testing.T) {
-	if infer.CUDAAvailable() {
+	if job.CUDAAvailable() {
 		t.Skip("a GPU is present (scripts/gpu-check.sh covers it)")
 	}
 	dir := t.TempDir()

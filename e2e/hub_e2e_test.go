@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pp-offline/pp-offline/hub/hubtest"
-	"github.com/pp-offline/pp-offline/infer"
+	"github.com/pp-offline/pp-offline/infer/job"
 )
 
 // tinyHub serves the tiny fixtures under the real repo's file names.
@@ -28,12 +28,12 @@ func tinyHub(t *testing.T) *hubtest.Server {
 	for _, v := range []string{"TINYF0.pt", "TINYF0.wav"} {
 		voices[v] = read("voices/" + v)
 	}
-	s := hubtest.New(infer.DefaultRepo, map[string][]byte{
-		infer.MoshiName:     read("model.safetensors"),
-		infer.MimiName:      read("mimi.safetensors"),
-		infer.TokenizerName: read("tokenizer.model"),
-		"config.json":       read("config.json"),
-		"voices.tgz":        hubtest.VoicesTGZ(voices),
+	s := hubtest.New(job.DefaultRepo, map[string][]byte{
+		job.MoshiName:     read("model.safetensors"),
+		job.MimiName:      read("mimi.safetensors"),
+		job.TokenizerName: read("tokenizer.model"),
+		"config.json":     read("config.json"),
+		"voices.tgz":      hubtest.VoicesTGZ(voices),
 	})
 	s.SetAccess("hf_e2e", true)
 	t.Cleanup(s.Close)
@@ -124,7 +124,7 @@ func TestHubDownloadThenOffline(t *testing.T) {
 	if code == 0 || strings.Contains(last, "\n") || len(s.Requests()) != 0 {
 		t.Fatalf("exit %d, %d requests:\n%s", code, len(s.Requests()), stderr)
 	}
-	for _, f := range []string{infer.MoshiName, infer.MimiName, infer.TokenizerName, "voices.tgz"} {
+	for _, f := range []string{job.MoshiName, job.MimiName, job.TokenizerName, "voices.tgz"} {
 		if !strings.Contains(last, f) {
 			t.Fatalf("the offline error does not list %s: %s", f, last)
 		}
@@ -160,7 +160,7 @@ func TestHubGatedRefusal(t *testing.T) {
 	_, stderr, code := runWithEnv(t, hubEnv(s, t.TempDir()), hubArgs(t.TempDir())...)
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	last := lines[len(lines)-1]
-	if code == 0 || !strings.Contains(last, "403") || !strings.Contains(last, "accept its licence at "+s.Endpoint()+"/"+infer.DefaultRepo) {
+	if code == 0 || !strings.Contains(last, "403") || !strings.Contains(last, "accept its licence at "+s.Endpoint()+"/"+job.DefaultRepo) {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
 	s.SetAccess("hf_e2e", true)
@@ -176,7 +176,7 @@ func TestHubGatedRefusal(t *testing.T) {
 // partial blob for the next run to resume.
 func TestHubInterruptDuringDownload(t *testing.T) {
 	s := tinyHub(t)
-	s.Block(infer.MoshiName, 100_000)
+	s.Block(job.MoshiName, 100_000)
 	home := t.TempDir()
 	cmd := exec.Command(binPath, hubArgs(t.TempDir())...)
 	cmd.Env = hubEnv(s, home)

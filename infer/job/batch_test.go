@@ -1,4 +1,4 @@
-package infer
+package job
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/pp-offline/pp-offline/voices"
 )
 
-const tinyDir = "../testdata/tiny/"
+const tinyDir = "../../testdata/tiny/"
 
 func tinyOptions(t *testing.T) Options {
 	t.Helper()

@@ -1,4 +1,4 @@
-package infer
+package job
 
 import (
 	"context"
@@ -169,7 +169,7 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	if err != nil {
 		return err
 	}
-	j := &job{ctx: ctx, o: o, cfg: o.Config, B: max(1, o.BatchSize), tok: tok, next: next, done: done}
+	j := &itemsRun{ctx: ctx, o: o, cfg: o.Config, B: max(1, o.BatchSize), tok: tok, next: next, done: done}
 	j.inputLimits = inputLimits(j.B)
 	// The first batch's inputs are read before the models load: when none
 	// is usable, nothing is loaded.
@@ -211,9 +211,9 @@ func jobFailure(err *error) {
 	panic(r)
 }
 
-// job is one RunItems call: its queue of items read and checked, and once
+// itemsRun is one RunItems call: its queue of items read and checked, and once
 // open its device, models and session.
-type job struct {
+type itemsRun struct {
 	ctx  context.Context
 	o    Options
 	cfg  *config.Config
@@ -242,7 +242,7 @@ type ready struct {
 
 // pull reads items until one is usable (queued: true) or none is left;
 // a bad item fails alone, through done.
-func (j *job) pull() bool {
+func (j *itemsRun) pull() bool {
 	for !j.exhausted {
 		it, ok := j.next()
 		if !ok {
@@ -265,7 +265,7 @@ func (j *job) pull() bool {
 
 // open checks the memory the first batch needs, then opens the device,
 // loads the models and starts the session.
-func (j *job) open() error {
+func (j *itemsRun) open() error {
 	o, cfg := j.o, j.cfg
 	frame := cfg.Mimi.FrameSize()
 	positions, prefill := 0, 0
@@ -314,7 +314,7 @@ func (j *job) open() error {
 	return nil
 }
 
-func (j *job) close() {
+func (j *itemsRun) close() {
 	if j.codec != nil {
 		j.codec.Close()
 	}
@@ -329,7 +329,7 @@ func (j *job) close() {
 // start makes an item's conversation: its generator with the prompt
 // phases queued (their prefill joins the session's next pass), its input
 // and its output collected into the item's result.
-func (j *job) start(r ready) (c *item, err error) {
+func (j *itemsRun) start(r ready) (c *item, err error) {
 	o, cfg, it, in, frame := j.o, j.cfg, r.it, r.in, j.frame
 	if in.sys.VoiceEmbeddings != nil {
 		// Checked against the loaded model: a config that does not fit
@@ -380,7 +380,7 @@ func (j *job) start(r ready) (c *item, err error) {
 
 // run steps the session until every item has run: items join as members
 // leave (up to B at once) and are done when their input has ended.
-func (j *job) run() error {
+func (j *itemsRun) run() error {
 	active := map[*Conversation]*item{}
 	var members []*Conversation
 	for {

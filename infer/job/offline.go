@@ -1,8 +1,11 @@
-// Package infer is the offline job: the port of PersonaPlex's
-// moshi/moshi/offline.py run_inference. It loads Mimi, the tokenizer and the
-// LM, runs the prompt phases, streams the user audio frame by frame and
-// returns the agent's audio and text. Writing files is the caller's job.
-package infer
+// Package job is the job layer, between the command line (cli) and the
+// engine (infer/lm, infer/mimi and the trees below them): the port of
+// PersonaPlex's moshi/moshi/offline.py run_inference. A Device (opened once
+// from the device flags) holds the backend and any offload plan; a Session
+// wires the frames of a lockstep batch; RunItems runs a job of many items
+// (Run: one), Bench and tune drive the same Session. Writing files is the
+// caller's.
+package job
 
 import (
 	"context"

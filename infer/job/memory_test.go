@@ -1,4 +1,4 @@
-package infer
+package job
 
 import (
 	"strings"
@@ -60,13 +60,13 @@ func TestQuantSizes(t *testing.T) {
 		t.Errorf("no --weights: %d, %d", b, s)
 	}
 	qf := t.TempDir() + "/q.safetensors"
-	if _, err := QuantizeFile(QuantizeOptions{MoshiWeight: "../testdata/tiny/model.safetensors", Output: qf, Format: "q8_0"}); err != nil {
+	if _, err := QuantizeFile(QuantizeOptions{MoshiWeight: "../../testdata/tiny/model.safetensors", Output: qf, Format: "q8_0"}); err != nil {
 		t.Fatal(err)
 	}
 	if b, s := quantSizes("q8_0", checkpointSpecs(qf)); b != 0 || s != 0 {
 		t.Errorf("a quantized file: %d bytes of blocks, %d saved", b, s)
 	}
-	if b, _ := quantSizes("q8_0", checkpointSpecs("../testdata/tiny/model.safetensors")); b == 0 {
+	if b, _ := quantSizes("q8_0", checkpointSpecs("../../testdata/tiny/model.safetensors")); b == 0 {
 		t.Error("the tiny checkpoint's tensors are not counted")
 	}
 }

@@ -1,4 +1,4 @@
-package infer
+package job
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // cache do not fit an 8 GiB budget, and the message says what to do; they
 // fit an H200.
 func TestFits(t *testing.T) {
-	cfg, err := config.Load("../testdata/personaplex-7b.config.json")
+	cfg, err := config.Load("../../testdata/personaplex-7b.config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +53,11 @@ func withDryGPU(t *testing.T, mem int64) {
 // --cpu-offload plans for the budget and runs; bench reports the plan and
 // the device's memory.
 func TestCUDAJobPathsDry(t *testing.T) {
-	cfg, err := config.Load("../testdata/tiny/config.json")
+	cfg, err := config.Load("../../testdata/tiny/config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiny := "../testdata/tiny/"
+	tiny := "../../testdata/tiny/"
 	o := Options{Config: cfg, Device: DeviceOptions{Name: "cuda"}, MoshiWeight: tiny + "model.safetensors", MimiWeight: tiny + "mimi.safetensors",
 		Tokenizer: tiny + "tokenizer.model", Greedy: true}
 	item := &Item{InputWAV: tiny + "input.wav", VoicePrompt: tiny + "voices/TINYF0.pt", Greedy: true}
