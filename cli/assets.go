@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -124,7 +125,7 @@ func wantsVoiceDir(c *ucli.Context) bool {
 // signal that did (SIGINT if none was seen).
 func withSignals() (ctx context.Context, stop func(), signalled func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
-	sigc := make(chan os.Signal, 1)
+	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
 	got := make(chan os.Signal, 1)
 	go func() {
@@ -133,11 +134,26 @@ func withSignals() (ctx context.Context, stop func(), signalled func() os.Signal
 			got <- s
 			cancel()
 		case <-ctx.Done():
+			return
+		}
+		// A second signal stops at once, whatever the run is blocked in
+		// (the sweep of the next run removes what it leaves).
+		if s, ok := <-sigc; ok {
+			code := 130
+			if s == syscall.SIGTERM {
+				code = 143
+			}
+			fmt.Fprintf(os.Stderr, "pp-offline: %v again: stopped at once\n", s)
+			os.Exit(code)
 		}
 	}()
+	var once sync.Once
 	stop = func() {
-		signal.Stop(sigc)
-		cancel()
+		once.Do(func() {
+			signal.Stop(sigc)
+			cancel()
+			close(sigc)
+		})
 	}
 	signalled = func() os.Signal {
 		select {

@@ -89,8 +89,10 @@ func compareOneLine(s string) string {
 type comparePair struct {
 	name     string // relative path in directory mode, else the candidate
 	in       compare.Inputs
-	ref      []float32
+	ref      []float32 // channel 0 (the plot's)
 	cand     []float32
+	refCh    [][]float32 // every channel (the metrics')
+	candCh   [][]float32
 	res      *compare.Result
 	refText  []string
 	candText []string
@@ -187,12 +189,13 @@ func (p *comparePair) run(th compare.Thresholds) {
 	start := time.Now()
 	defer func() { p.secs = time.Since(start).Seconds() }()
 	var refRate, candRate int
-	if p.ref, refRate, p.err = compareReadWAV("reference", p.in.Reference); p.err != nil {
+	if p.refCh, refRate, p.err = compareReadWAV("reference", p.in.Reference); p.err != nil {
 		return
 	}
-	if p.cand, candRate, p.err = compareReadWAV("candidate", p.in.Candidate); p.err != nil {
+	if p.candCh, candRate, p.err = compareReadWAV("candidate", p.in.Candidate); p.err != nil {
 		return
 	}
+	p.ref, p.cand = p.refCh[0], p.candCh[0]
 	if refRate != candRate {
 		p.err = compareBadInput("compare: sample rates differ: reference %s is %d Hz, candidate %s is %d Hz",
 			p.in.Reference, refRate, p.in.Candidate, candRate)
@@ -209,7 +212,9 @@ func (p *comparePair) run(th compare.Thresholds) {
 		m := compare.Text(p.refText, p.candText)
 		tm = &m
 	}
-	p.res = compare.Evaluate(compare.Audio(p.ref, p.cand, refRate), tm, th)
+	// Every channel is compared, and a different channel count is a
+	// difference (stereo against mono is never exact).
+	p.res = compare.Evaluate(compare.AudioChannels(p.refCh, p.candCh, refRate), tm, th)
 }
 
 func isDirectory(path string) bool {
@@ -284,9 +289,9 @@ func writeJUnitFile(c *ucli.Context, pairs []*comparePair, missing []missingFile
 	return nil
 }
 
-// compareReadWAV reads channel 0 of a WAV file; errors name the file and
-// exit with status 2.
-func compareReadWAV(role, path string) ([]float32, int, error) {
+// compareReadWAV reads every channel of a WAV file; errors name the file
+// and exit with status 2.
+func compareReadWAV(role, path string) ([][]float32, int, error) {
 	clip, err := audio.Read(path)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -301,7 +306,7 @@ func compareReadWAV(role, path string) ([]float32, int, error) {
 	if len(clip.Channels) == 0 {
 		return nil, 0, compareBadInput("compare: %s WAV %s has no channels", role, path)
 	}
-	return clip.Channels[0], clip.SampleRate, nil
+	return clip.Channels, clip.SampleRate, nil
 }
 
 // compareReadText reads a transcript: a JSON list of strings.

@@ -260,3 +260,52 @@ func TestCompareCLIReportAndPlot(t *testing.T) {
 		t.Errorf("unwritable report: exit %d, %q", code, msg)
 	}
 }
+
+// Every channel is compared: stereo against its own left channel as mono
+// is a difference (the channel count), and a stereo file whose right
+// channel differs is not exact either; the same stereo file is exact.
+func TestCompareCLIChannels(t *testing.T) {
+	dir := t.TempDir()
+	const rate, n = 24000, 4800
+	left, right := make([]float32, n), make([]float32, n)
+	for i := range left {
+		left[i] = float32(int16(3000*math.Sin(float64(i)*0.05))) / 32768
+		right[i] = float32(int16(2000*math.Sin(float64(i)*0.11))) / 32768
+	}
+	stereo := func(path string, l, r []float32) {
+		b := make([]byte, 44+4*n)
+		copy(b, "RIFF")
+		binary.LittleEndian.PutUint32(b[4:], uint32(36+4*n))
+		copy(b[8:], "WAVEfmt ")
+		binary.LittleEndian.PutUint32(b[16:], 16)
+		binary.LittleEndian.PutUint16(b[20:], 1)
+		binary.LittleEndian.PutUint16(b[22:], 2)
+		binary.LittleEndian.PutUint32(b[24:], rate)
+		binary.LittleEndian.PutUint32(b[28:], 4*rate)
+		binary.LittleEndian.PutUint16(b[32:], 4)
+		binary.LittleEndian.PutUint16(b[34:], 16)
+		copy(b[36:], "data")
+		binary.LittleEndian.PutUint32(b[40:], uint32(4*n))
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint16(b[44+4*i:], uint16(int16(math.Round(float64(l[i])*32768))))
+			binary.LittleEndian.PutUint16(b[46+4*i:], uint16(int16(math.Round(float64(r[i])*32768))))
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, st2, mono := dir+"/st.wav", dir+"/st2.wav", dir+"/mono.wav"
+	stereo(st, left, right)
+	stereo(st2, left, left)
+	cmpTestWriteWAV(t, mono, left, rate)
+	if code, _, msg := cmpTestRun(t, "--reference", st, "--candidate", st); code != 0 {
+		t.Fatalf("a stereo file against itself: exit %d: %s", code, msg)
+	}
+	code, _, msg := cmpTestRun(t, "--reference", st, "--candidate", mono)
+	if code != compareExitDifferent || !strings.Contains(msg, "channel count differs") {
+		t.Fatalf("stereo against mono: exit %d: %s", code, msg)
+	}
+	if code, _, msg := cmpTestRun(t, "--reference", st, "--candidate", st2); code != compareExitDifferent {
+		t.Fatalf("stereo with another right channel: exit %d: %s", code, msg)
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -98,6 +99,10 @@ func runTune(c *ucli.Context) error {
 	}
 	r, err := tune(c)
 	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			return usageErrorf("tune: %s", ue.msg) // exit 2, as every bad flag value
+		}
 		return fmt.Errorf("tune: %w", err)
 	}
 	return r.report(c.App.Writer, c)

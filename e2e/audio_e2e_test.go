@@ -2,23 +2,21 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/mewkiz/flac"
-	"github.com/mewkiz/flac/frame"
-	"github.com/mewkiz/flac/meta"
-
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/voices"
 )
 
-// writeFLAC re-encodes a 16-bit mono WAV as FLAC (mewkiz/flac's encoder, with
-// its fixed-predictor analysis), so the test needs no ffmpeg and no large
-// committed file. The decoder itself is checked against ffmpeg's decoding of
-// ffmpeg-made FLAC in package audio.
+// writeFLAC re-encodes a 16-bit mono WAV as FLAC with verbatim subframes
+// (a few lines of the format, RFC 9639: STREAMINFO, then frames of 4096
+// samples with their CRC-8 header and CRC-16 footer), so the test needs no
+// encoder and no large committed file. The decoder itself is checked
+// against flac's and ffmpeg's decoding of their files in package audio.
 func writeFLAC(t *testing.T, wav, out string) {
 	t.Helper()
 	c, err := audio.Read(wav)
@@ -26,28 +24,32 @@ func writeFLAC(t *testing.T, wav, out string) {
 		t.Fatal(err)
 	}
 	x := c.Channels[0]
-	info := &meta.StreamInfo{BlockSizeMin: 4096, BlockSizeMax: 4096, SampleRate: uint32(c.SampleRate), NChannels: 1, BitsPerSample: 16, NSamples: uint64(len(x))}
+	const block = 4096
 	var buf bytes.Buffer
-	enc, err := flac.NewEncoder(&buf, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := 0; s < len(x); s += 4096 {
-		n := min(4096, len(x)-s)
-		samples := make([]int32, n)
-		for i := range samples {
-			samples[i] = int32(x[s+i] * 32768)
+	buf.WriteString("fLaC")
+	si := make([]byte, 4+34)
+	si[0], si[3] = 0x80, 34 // last block, STREAMINFO, 34 bytes
+	binary.BigEndian.PutUint16(si[4:], block)
+	binary.BigEndian.PutUint16(si[6:], block)
+	// rate (20 bits), channels−1 (3), bits−1 (5), total samples (36)
+	v := uint64(c.SampleRate)<<44 | 15<<36 | uint64(len(x)) // channels−1 = 0
+	binary.BigEndian.PutUint64(si[14:], v)
+	buf.Write(si)
+	for s, n := 0, 0; s < len(x); s, n = s+block, n+1 {
+		k := min(block, len(x)-s)
+		fr := []byte{0xFF, 0xF8, 0x70, 0x08} // fixed blocks; size in 16 bits; rate from STREAMINFO; mono; 16-bit
+		if n < 128 {
+			fr = append(fr, byte(n))
+		} else {
+			fr = append(fr, 0xC0|byte(n>>6), 0x80|byte(n&0x3F)) // the frame number, UTF-8 coded
 		}
-		f := &frame.Frame{
-			Header:    frame.Header{HasFixedBlockSize: true, BlockSize: uint16(n), SampleRate: uint32(c.SampleRate), Channels: frame.ChannelsMono, BitsPerSample: 16},
-			Subframes: []*frame.Subframe{{SubHeader: frame.SubHeader{Pred: frame.PredVerbatim}, Samples: samples, NSamples: n}},
+		fr = binary.BigEndian.AppendUint16(fr, uint16(k-1))
+		fr = append(fr, flacCRC8(fr), 0x02) // header CRC; a VERBATIM subframe
+		for _, y := range x[s : s+k] {
+			fr = binary.BigEndian.AppendUint16(fr, uint16(int16(y*32768)))
 		}
-		if err := enc.WriteFrame(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := enc.Close(); err != nil {
-		t.Fatal(err)
+		fr = binary.BigEndian.AppendUint16(fr, flacCRC16(fr))
+		buf.Write(fr)
 	}
 	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -130,4 +132,36 @@ func TestVoiceCommandReadsFLAC(t *testing.T) {
 			t.Fatalf("embedding %d differs", i)
 		}
 	}
+}
+
+// flacCRC8 is FLAC's header CRC (polynomial x^8 + x^2 + x + 1).
+func flacCRC8(b []byte) byte {
+	var c byte
+	for _, x := range b {
+		c ^= x
+		for i := 0; i < 8; i++ {
+			if c&0x80 != 0 {
+				c = c<<1 ^ 0x07
+			} else {
+				c <<= 1
+			}
+		}
+	}
+	return c
+}
+
+// flacCRC16 is FLAC's frame CRC (polynomial x^16 + x^15 + x^2 + 1).
+func flacCRC16(b []byte) uint16 {
+	var c uint16
+	for _, x := range b {
+		c ^= uint16(x) << 8
+		for i := 0; i < 8; i++ {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x8005
+			} else {
+				c <<= 1
+			}
+		}
+	}
+	return c
 }

@@ -321,10 +321,10 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 		{name: "bench threads 2^63-1", args: benchArgs("--threads", "9223372036854775807"), code: 2, want: "--threads must be at most"},
 		{name: "tune frames 2^63-1", args: func(dir, out string) []string {
 			return []string{"tune", "--config", cfg, "--frames", "9223372036854775807"}
-		}, code: 1, want: "--frames + --warmup must be at most"},
+		}, code: 2, want: "--frames + --warmup must be at most"},
 		{name: "tune sim warmup 2^63-1", args: func(dir, out string) []string {
 			return []string{"tune", "--device", "sim", "--config", cfg, "--warmup", "9223372036854775807"}
-		}, code: 1, want: "--frames + --warmup must be at most"},
+		}, code: 2, want: "--frames + --warmup must be at most"},
 		{name: "threads 2^63-1", args: main("--threads", "9223372036854775807"), code: 2, want: "--threads must be from 0"},
 		// download, offline: an empty cache is one line, nothing written.
 		{name: "download offline, empty cache", args: func(dir, out string) []string {

@@ -100,4 +100,11 @@ func TestTune(t *testing.T) {
 			}
 		}
 	})
+	// A value out of bounds is a usage error: exit 2, through tune's prefix.
+	t.Run("out of bounds", func(t *testing.T) {
+		_, stderr, code := run(t, "tune", "--config", cfg, "--cpu-bandwidth", "10", "--frames", "2000000")
+		if code != exitUsage || !strings.Contains(stderr, "pp-offline: tune: --frames + --warmup must be at most") {
+			t.Errorf("exit %d, %s", code, stderr)
+		}
+	})
 }
