@@ -173,8 +173,10 @@ var (
 	flacDepth = [8]uint{0, 8, 12, 0, 16, 20, 24, 32}
 )
 
-// frame decodes frame n into d.samples and returns its block size.
-func (d *flacDecoder) frame(n int) (int, error) {
+// frameHeader reads frame n's header (its CRC-8 checked, its numbers
+// against the stream's) and returns the block size, the channel
+// assignment and the channel count.
+func (d *flacDecoder) frameHeader(n int) (bs int, chCode byte, nch int, err error) {
 	b, si := d.b, &d.info
 	b.startCRC()
 	var hdr [16]byte
@@ -191,129 +193,79 @@ func (d *flacDecoder) frame(n int) (int, error) {
 	for i := range h {
 		v, err := byteOf()
 		if err != nil {
-			return 0, err
+			return 0, 0, 0, err
 		}
 		h[i] = v
 	}
 	if h[0] != 0xFF || h[1]&0xFE != 0xF8 {
-		return 0, errors.New("no frame sync code")
+		return 0, 0, 0, errors.New("no frame sync code")
 	}
 	variable := h[1]&1 == 1
 	if n == 0 {
 		d.variable = variable
 	} else if variable != d.variable {
-		return 0, errors.New("the blocking strategy changes")
+		return 0, 0, 0, errors.New("the blocking strategy changes")
 	}
 	bsCode, rateCode := h[2]>>4, h[2]&15
 	chCode, bpsCode := h[3]>>4, h[3]>>1&7
 	if h[3]&1 != 0 {
-		return 0, errors.New("reserved header bit set")
+		return 0, 0, 0, errors.New("reserved header bit set")
 	}
 	// The frame or sample number, UTF-8 coded (up to 36 bits in 7 bytes).
 	c0, err := byteOf()
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	var num uint64
 	switch extra := bitsLeadingOnes8(c0); {
 	case extra == 0:
 		num = uint64(c0)
 	case extra == 1 || extra > 7 || !variable && extra > 6:
-		return 0, errors.New("bad coded frame number")
+		return 0, 0, 0, errors.New("bad coded frame number")
 	default:
 		num = uint64(c0) & (0x7F >> extra)
 		for range extra - 1 {
 			c, err := byteOf()
 			if err != nil {
-				return 0, err
+				return 0, 0, 0, err
 			}
 			if c&0xC0 != 0x80 {
-				return 0, errors.New("bad coded frame number")
+				return 0, 0, 0, errors.New("bad coded frame number")
 			}
 			num = num<<6 | uint64(c&0x3F)
 		}
 	}
-	var bs int
-	switch {
-	case bsCode == 0:
-		return 0, errors.New("reserved block size code")
-	case bsCode == 1:
-		bs = 192
-	case bsCode <= 5:
-		bs = 576 << (bsCode - 2)
-	case bsCode == 6:
-		v, err := byteOf()
-		if err != nil {
-			return 0, err
-		}
-		bs = int(v) + 1
-	case bsCode == 7:
-		v1, err := byteOf()
-		if err != nil {
-			return 0, err
-		}
-		v2, err := byteOf()
-		if err != nil {
-			return 0, err
-		}
-		bs = int(v1)<<8 | int(v2) + 1
-	default:
-		bs = 256 << (bsCode - 8)
-	}
-	if bs > 65535 {
-		return 0, fmt.Errorf("block size %d (65535 at most)", bs)
-	}
-	rate := flacRates[rateCode]
-	if rate < 0 {
-		var v [2]byte
-		m := 1
-		if rateCode != 12 {
-			m = 2
-		}
-		if rateCode == 15 {
-			return 0, errors.New("invalid sample rate code")
-		}
-		for i := range m {
-			if v[i], err = byteOf(); err != nil {
-				return 0, err
-			}
-		}
-		switch rateCode {
-		case 12:
-			rate = int(v[0]) * 1000
-		case 13:
-			rate = int(v[0])<<8 | int(v[1])
-		case 14:
-			rate = (int(v[0])<<8 | int(v[1])) * 10
-		}
+	bs, rate, err := flacBlockAndRate(bsCode, rateCode, byteOf)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	got := byte(crc8(hdr[:k]))
 	want, err := b.read(8)
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	if got != byte(want) {
-		return 0, errors.New("header CRC mismatch")
+		return 0, 0, 0, errors.New("header CRC mismatch")
 	}
 	if rate != 0 && rate != si.rate {
-		return 0, fmt.Errorf("sample rate %d Hz, the stream's is %d Hz", rate, si.rate)
+		return 0, 0, 0, fmt.Errorf("sample rate %d Hz, the stream's is %d Hz", rate, si.rate)
 	}
 	bps := si.bps
 	if bpsCode == 3 {
-		return 0, errors.New("reserved sample size code")
+		return 0, 0, 0, errors.New("reserved sample size code")
 	}
 	if bpsCode != 0 && flacDepth[bpsCode] != bps {
-		return 0, fmt.Errorf("%d bits per sample, the stream has %d", flacDepth[bpsCode], bps)
+		return 0, 0, 0, fmt.Errorf("%d bits per sample, the stream has %d", flacDepth[bpsCode], bps)
 	}
-	nch := int(chCode) + 1
+	nch = int(chCode) + 1
 	if chCode >= 8 {
 		if chCode > 10 {
-			return 0, fmt.Errorf("reserved channel assignment %d", chCode)
+			return 0, 0, 0, fmt.Errorf("reserved channel assignment %d", chCode)
 		}
 		nch = 2
 	}
 	if nch != si.channels {
-		return 0, fmt.Errorf("%d channels, the stream has %d", nch, si.channels)
+		return 0, 0, 0, fmt.Errorf("%d channels, the stream has %d", nch, si.channels)
 	}
 	// Frame (or, with variable block sizes, sample) numbers run on from
 	// the first frame's (a stream cut out of a longer one starts past 0).
@@ -325,13 +277,83 @@ func (d *flacDecoder) frame(n int) (int, error) {
 		if variable {
 			what = "first sample number"
 		}
-		return 0, fmt.Errorf("%s %d, expected %d (a frame is missing or out of place)", what, num, d.next)
+		return 0, 0, 0, fmt.Errorf("%s %d, expected %d (a frame is missing or out of place)", what, num, d.next)
 	}
 	if variable {
 		d.next += uint64(bs)
 	} else {
 		d.next++
 	}
+	return bs, chCode, nch, nil
+}
+
+// flacBlockAndRate decodes a frame header's block size and sample rate
+// codes, reading the bytes that follow the coded number through byteOf (0:
+// the rate of STREAMINFO).
+func flacBlockAndRate(bsCode, rateCode byte, byteOf func() (byte, error)) (bs, rate int, err error) {
+	switch {
+	case bsCode == 0:
+		return 0, 0, errors.New("reserved block size code")
+	case bsCode == 1:
+		bs = 192
+	case bsCode <= 5:
+		bs = 576 << (bsCode - 2)
+	case bsCode == 6:
+		v, err := byteOf()
+		if err != nil {
+			return 0, 0, err
+		}
+		bs = int(v) + 1
+	case bsCode == 7:
+		v1, err := byteOf()
+		if err != nil {
+			return 0, 0, err
+		}
+		v2, err := byteOf()
+		if err != nil {
+			return 0, 0, err
+		}
+		bs = int(v1)<<8 | int(v2) + 1
+	default:
+		bs = 256 << (bsCode - 8)
+	}
+	if bs > 65535 {
+		return 0, 0, fmt.Errorf("block size %d (65535 at most)", bs)
+	}
+	rate = flacRates[rateCode]
+	if rate < 0 {
+		var v [2]byte
+		m := 1
+		if rateCode != 12 {
+			m = 2
+		}
+		if rateCode == 15 {
+			return 0, 0, errors.New("invalid sample rate code")
+		}
+		for i := range m {
+			if v[i], err = byteOf(); err != nil {
+				return 0, 0, err
+			}
+		}
+		switch rateCode {
+		case 12:
+			rate = int(v[0]) * 1000
+		case 13:
+			rate = int(v[0])<<8 | int(v[1])
+		case 14:
+			rate = (int(v[0])<<8 | int(v[1])) * 10
+		}
+	}
+	return bs, rate, nil
+}
+
+// frame decodes frame n into d.samples and returns its block size.
+func (d *flacDecoder) frame(n int) (int, error) {
+	bs, chCode, nch, err := d.frameHeader(n)
+	if err != nil {
+		return 0, err
+	}
+	b, si, bps := d.b, &d.info, d.info.bps
 	if len(d.samples) != nch || cap(d.samples[0]) < bs {
 		d.samples = make([][]int64, nch)
 		for c := range d.samples {
@@ -360,6 +382,20 @@ func (d *flacDecoder) frame(n int) (int, error) {
 	if nch == 2 {
 		s1 = d.samples[1][:bs]
 	}
+	decorrelate(chCode, s0, s1)
+	lo, hi := -int64(1)<<(bps-1), int64(1)<<(bps-1)-1
+	for c := range nch {
+		for _, v := range d.samples[c][:bs] {
+			if v < lo || v > hi {
+				return 0, fmt.Errorf("channel %d: a sample outside %d bits", c, bps)
+			}
+		}
+	}
+	return bs, nil
+}
+
+// decorrelate undoes a stereo frame's channel assignment in place.
+func decorrelate(chCode byte, s0, s1 []int64) {
 	switch chCode {
 	case 8: // left, side
 		for i, s := range s1 {
@@ -375,15 +411,6 @@ func (d *flacDecoder) frame(n int) (int, error) {
 			s0[i], s1[i] = (m+s)>>1, (m-s)>>1
 		}
 	}
-	lo, hi := -int64(1)<<(bps-1), int64(1)<<(bps-1)-1
-	for c := range nch {
-		for _, v := range d.samples[c][:bs] {
-			if v < lo || v > hi {
-				return 0, fmt.Errorf("channel %d: a sample outside %d bits", c, bps)
-			}
-		}
-	}
-	return bs, nil
 }
 
 func bitsLeadingOnes8(c byte) int {

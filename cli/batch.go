@@ -212,7 +212,7 @@ func (b *batchRun) run() error {
 	}
 	if len(run) == 0 {
 		log.Infof("nothing to do")
-		return b.fail0()
+		return b.finished()
 	}
 	ctx, stop, signalled := withSignals()
 	defer stop()
@@ -321,7 +321,7 @@ func (b *batchRun) run() error {
 		}
 		return b.fail(err)
 	}
-	return b.fail0()
+	return b.finished()
 }
 
 // usage ends the job on a usage error found once the files are resolved
@@ -333,8 +333,8 @@ func (b *batchRun) usage(err error) error {
 	return batchUsage{err}
 }
 
-// fail0 ends a job that ran to its end: exit 0, or 1 when items failed.
-func (b *batchRun) fail0() error {
+// finished ends a job that ran to its end: exit 0, or 1 when items failed.
+func (b *batchRun) finished() error {
 	if b.prog != nil {
 		b.prog.stop()
 	}
