@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/voices"
@@ -164,4 +166,68 @@ func flacCRC16(b []byte) uint16 {
 		}
 	}
 	return c
+}
+
+// writeSilentFLAC writes n samples of mono 16-bit silence at rate as FLAC
+// with CONSTANT subframes: hours of audio in a few hundred KB, the shape of
+// a decompression bomb.
+func writeSilentFLAC(t *testing.T, path string, rate, n int) {
+	t.Helper()
+	const block = 4096
+	var buf bytes.Buffer
+	buf.WriteString("fLaC")
+	si := make([]byte, 4+34)
+	si[0], si[3] = 0x80, 34
+	binary.BigEndian.PutUint16(si[4:], block)
+	binary.BigEndian.PutUint16(si[6:], block)
+	binary.BigEndian.PutUint64(si[14:], uint64(rate)<<44|15<<36|uint64(n))
+	buf.Write(si)
+	for s, f := 0, 0; s < n; s, f = s+block, f+1 {
+		k := min(block, n-s)
+		fr := []byte{0xFF, 0xF8, 0x70, 0x08}
+		// The frame number, UTF-8 coded (up to 2^21 frames here).
+		switch {
+		case f < 1<<7:
+			fr = append(fr, byte(f))
+		case f < 1<<11:
+			fr = append(fr, 0xC0|byte(f>>6), 0x80|byte(f&0x3F))
+		case f < 1<<16:
+			fr = append(fr, 0xE0|byte(f>>12), 0x80|byte(f>>6&0x3F), 0x80|byte(f&0x3F))
+		default:
+			fr = append(fr, 0xF0|byte(f>>18), 0x80|byte(f>>12&0x3F), 0x80|byte(f>>6&0x3F), 0x80|byte(f&0x3F))
+		}
+		fr = binary.BigEndian.AppendUint16(fr, uint16(k-1))
+		fr = append(fr, flacCRC8(fr), 0x00, 0x00, 0x00) // header CRC; a CONSTANT subframe of 0
+		fr = binary.BigEndian.AppendUint16(fr, flacCRC16(fr))
+		buf.Write(fr)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A 3-hour input (a 1 MB FLAC of silence at 48 kHz) under a 4 GiB
+// address-space ceiling is refused before it is decoded, in one line that
+// says how long the job can take: the decoders' limit comes from the job's
+// memory, not from the file.
+func TestLongInputRefusedFromItsHeader(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "long.flac")
+	writeSilentFLAC(t, in, 48000, 3*3600*48000)
+	out := t.TempDir()
+	args := setFlag(tinyArgs(out), "--input-wav", in)
+	start := time.Now()
+	stderr, code := runLimitedEnv(t, nil, args...)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	last := lines[len(lines)-1]
+	if code != 1 || !strings.Contains(last, "long.flac: decodes to 3 h 0 min at 48000 Hz, more than") || !strings.Contains(last, "this job can hold") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("took %v", d)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("outputs left: %v", ents)
+	}
+	t.Log(last)
 }
