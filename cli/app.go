@@ -57,8 +57,9 @@ func Main(args []string, version, commit string) int {
 		fmt.Fprintf(os.Stderr, "pp-offline: PP_OFFLINE_KERNEL=%s: unknown or unsupported here (have %s)\n", k, strings.Join(ops.KernelNames(), ", "))
 		return 1
 	}
-	if err := newApp().Run(args); err != nil {
-		err = asUsageError(err)
+	app := newApp()
+	if err := app.Run(args); err != nil {
+		err = withHint(asUsageError(err), app, args)
 		fmt.Fprintln(os.Stderr, "pp-offline: "+err.Error())
 		return exitCode(err)
 	}

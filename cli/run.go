@@ -175,18 +175,22 @@ func (e interrupted) ExitCode() int {
 
 func runMain(c *ucli.Context) error {
 	if c.NArg() > 0 {
-		if c.Args().First() == "help" && c.NArg() == 1 {
-			return ucli.ShowAppHelp(c)
+		if c.Args().First() == "help" {
+			return helpTopic(c)
 		}
 		return unexpectedArgs(c, "")
 	}
+	var missing []string
 	for _, name := range []string{"input-wav", "output-wav", "output-text", "voice-prompt"} {
 		if c.String(name) == "" {
-			if c.NumFlags() == 0 {
-				return ucli.ShowAppHelp(c)
-			}
-			return usageErrorf("missing required flag --%s (see --help)", name)
+			missing = append(missing, "--"+name)
 		}
+	}
+	if len(missing) > 0 {
+		if c.NumFlags() == 0 {
+			return ucli.ShowAppHelp(c)
+		}
+		return missingFlags("", missing)
 	}
 	if err := checkSampling(c); err != nil {
 		return err
@@ -321,13 +325,20 @@ func jobOptions(ctx context.Context, c *ucli.Context, log *logger, withVoices bo
 
 // deviceOptions reads --weights and the device flags into o.
 func deviceOptions(c *ucli.Context, o *job.Options, log *logger) error {
-	var err error
-	if o.Device, err = deviceFlags(c, log); err != nil {
+	o.Quantize = c.String("weights")
+	if err := checkWeightsFlag("weights", o.Quantize); err != nil {
 		return err
 	}
-	o.Quantize = c.String("weights")
-	if err := job.CheckWeights(o.Quantize); err != nil {
-		return fmt.Errorf("--weights: %v", err)
+	var err error
+	o.Device, err = deviceFlags(c, log)
+	return err
+}
+
+// checkWeightsFlag refuses a quantization format other than q8_0 or q4_k
+// (or none) given to --flag: a usage error, exit 2.
+func checkWeightsFlag(flag, format string) error {
+	if err := job.CheckWeights(format); err != nil {
+		return usageErrorf("--%s: %v", flag, err)
 	}
 	return nil
 }
@@ -382,32 +393,44 @@ func deviceFlags(c *ucli.Context, log *logger) (job.DeviceOptions, error) {
 	if o.Threads < 0 || o.Threads > maxThreads {
 		return o, usageErrorf("--threads must be from 0 (all cores) to %d, not %d", maxThreads, o.Threads)
 	}
+	// A bad name or value is a usage error (exit 2) whatever the machine:
+	// checked before the device is looked for.
+	if err := job.CheckDeviceOptions(o); err != nil {
+		return o, usageErrorf("%v", err)
+	}
+	has := c.IsSet // false for a flag the command does not have
+	sizes := map[string]int64{}
+	for _, f := range []string{"gpu-memory", "host-memory", "workspace"} {
+		if !has(f) {
+			continue
+		}
+		n, err := offload.ParseSize(c.String(f))
+		if err != nil {
+			return o, usageErrorf("--%s: %v", f, err)
+		}
+		sizes[f] = n
+	}
+	var fig *offload.Figures
+	if has("sim-figures") {
+		f := offload.DefaultFigures()
+		if err := f.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
+			return o, usageErrorf("--sim-figures: %v", err)
+		}
+		fig = &f
+	}
 	o, err := o.Resolve(log)
 	if err != nil {
 		return o, err
 	}
-	has := c.IsSet // false for a flag the command does not have
-	size := func(f string, dst *int64) error {
-		if !has(f) {
-			return nil
+	size := func(f string, dst *int64) {
+		if n, ok := sizes[f]; ok {
+			*dst = n
 		}
-		n, err := offload.ParseSize(c.String(f))
-		if err != nil {
-			return fmt.Errorf("--%s: %w", f, err)
-		}
-		*dst = n
-		return nil
 	}
 	switch o.Kind() {
 	case job.DeviceCUDA:
-		for _, f := range []struct {
-			name string
-			dst  *int64
-		}{{"gpu-memory", &o.Offload.Memory}, {"host-memory", &o.Offload.HostMemory}} {
-			if err := size(f.name, f.dst); err != nil {
-				return o, err
-			}
-		}
+		size("gpu-memory", &o.Offload.Memory)
+		size("host-memory", &o.Offload.HostMemory)
 		for _, f := range []string{"workspace", "sim-figures"} {
 			if has(f) {
 				log.Infof("--%s has no effect with --device cuda (it applies to --device sim)", f)
@@ -415,21 +438,10 @@ func deviceFlags(c *ucli.Context, log *logger) (job.DeviceOptions, error) {
 		}
 	case job.DeviceSim:
 		o.Offload = job.OffloadOptions{Memory: -1, Workspace: -1, Verify: true}
-		for _, f := range []struct {
-			name string
-			dst  *int64
-		}{{"gpu-memory", &o.Offload.Memory}, {"host-memory", &o.Offload.HostMemory}, {"workspace", &o.Offload.Workspace}} {
-			if err := size(f.name, f.dst); err != nil {
-				return o, err
-			}
-		}
-		if has("sim-figures") {
-			fig := offload.DefaultFigures()
-			if err := fig.Set(c.String("sim-figures"), offload.FromDeclared, "--sim-figures"); err != nil {
-				return o, fmt.Errorf("--sim-figures: %w", err)
-			}
-			o.Offload.Figures = &fig
-		}
+		size("gpu-memory", &o.Offload.Memory)
+		size("host-memory", &o.Offload.HostMemory)
+		size("workspace", &o.Offload.Workspace)
+		o.Offload.Figures = fig
 	default:
 		for _, f := range []string{"gpu-memory", "host-memory", "workspace", "sim-figures"} {
 			if has(f) {

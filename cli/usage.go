@@ -151,9 +151,76 @@ func asUsageError(err error) error {
 	if m := reRequired.FindStringSubmatch(err.Error()); m != nil {
 		names := strings.Split(m[1], ", ")
 		for i, n := range names {
-			names[i] = "--" + n
+			names[i] = "--" + strings.Trim(n, `"`)
 		}
-		return usageErrorf("missing required flag %s (see --help)", strings.Join(names, ", "))
+		return missingFlags("", names)
 	}
 	return err
+}
+
+// missingFlags is the usage error naming every missing required flag
+// (names: "--input-wav", ...) of the command at path ("" for the main job)
+// at once, in one line.
+func missingFlags(path string, names []string) error {
+	prefix, s := "", ""
+	if path != "" {
+		prefix = path + ": "
+	}
+	if len(names) > 1 {
+		s = "s"
+	}
+	return usageErrorf("%smissing required flag%s %s", prefix, s, strings.Join(names, ", "))
+}
+
+// helpTopic answers `pp-offline help [command [subcommand]]`: the full help,
+// a command's help, or a usage error naming the closest command.
+func helpTopic(c *ucli.Context) error {
+	args := c.Args().Slice()[1:]
+	if len(args) == 0 {
+		return ucli.ShowAppHelp(c)
+	}
+	cmds, path := c.App.Commands, ""
+	for _, a := range args {
+		var next *ucli.Command
+		for _, sub := range cmds {
+			if sub.HasName(a) {
+				next = sub
+			}
+		}
+		if next == nil {
+			where := strings.TrimSpace("pp-offline " + path)
+			if s := suggest.Closest(a, commandNames(cmds)); s != "" {
+				return usageErrorf("help: unknown command %q; did you mean %q? (see %s --help)", a, s, where)
+			}
+			return usageErrorf("help: unknown command %q (see %s --help for the commands)", a, where)
+		}
+		cmds, path = next.Subcommands, strings.TrimSpace(path+" "+next.Name)
+	}
+	return helpOf(c, path)
+}
+
+// helpOf prints the help of the command at path (as `pp-offline path
+// --help` does) by running it with --help.
+func helpOf(c *ucli.Context, path string) error {
+	argv := append([]string{c.App.Name}, strings.Fields(path)...)
+	return c.App.Run(append(argv, "--help"))
+}
+
+// withHint ends a usage error that names no help with where to look: the
+// help of the command the arguments name (args is os.Args).
+func withHint(err error, app *ucli.App, args []string) error {
+	ue, ok := err.(usageError)
+	if !ok || strings.Contains(ue.msg, "--help") {
+		return err
+	}
+	help := app.Name + " --help"
+	if len(args) > 1 {
+		for _, c := range app.Commands {
+			if c.HasName(args[1]) {
+				help = app.Name + " " + c.Name + " --help"
+			}
+		}
+	}
+	ue.msg += " (see " + help + ")"
+	return ue
 }

@@ -29,7 +29,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"voice", "--output", "x.pt"}, "pp-offline: voice: missing required flag --input-wav"},
 		{[]string{"--output-wav"}, "pp-offline: flag --output-wav needs a value"},
 		{[]string{"--temp-text", "warm"}, `pp-offline: invalid value "warm" for --temp-text: not a number`},
-		{[]string{"--input-wav", "a.wav"}, "pp-offline: missing required flag --output-wav"},
+		{[]string{"--input-wav", "a.wav"}, "pp-offline: missing required flags --output-wav, --output-text, --voice-prompt"},
 		{with("--temp-text", "-0.1"), "pp-offline: --temp-text must be a number >= 0 (0: argmax), not -0.1"},
 		{with("--temp-audio", "NaN"), "--temp-audio must be a number >= 0"},
 		{with("--temp-audio", "+Inf"), "--temp-audio must be a number >= 0"},

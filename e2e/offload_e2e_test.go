@@ -168,15 +168,16 @@ func TestSimDeviceFlags(t *testing.T) {
 	for _, c := range []struct {
 		extra []string
 		want  string
+		code  int // bad values are usage errors
 	}{
-		{[]string{"--host-memory", "1KiB"}, "no placement fits"},
-		{[]string{"--gpu-memory", "8G"}, "--gpu-memory: size \"8G\" is ambiguous"},
-		{[]string{"--sim-figures", "warp=9"}, "unknown figure"},
+		{[]string{"--host-memory", "1KiB"}, "no placement fits", 1},
+		{[]string{"--gpu-memory", "8G"}, "--gpu-memory: size \"8G\" is ambiguous", exitUsage},
+		{[]string{"--sim-figures", "warp=9"}, "unknown figure", exitUsage},
 	} {
 		dir := t.TempDir()
 		_, stderr, code := run(t, append(setFlag(tinyArgs(dir, "--greedy"), "--device", "sim"), c.extra...)...)
 		lines := strings.Split(strings.TrimSpace(stderr), "\n")
-		if code != 1 || !strings.Contains(lines[len(lines)-1], c.want) {
+		if code != c.code || !strings.Contains(lines[len(lines)-1], c.want) {
 			t.Errorf("%v: exit %d, %s", c.extra, code, stderr)
 		}
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {

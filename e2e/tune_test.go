@@ -88,14 +88,15 @@ func TestTune(t *testing.T) {
 		for _, c := range []struct {
 			args []string
 			want string
+			code int
 		}{
-			{[]string{"--gpu-memory", "1GiB"}, "--gpu-memory needs a device (--device sim)"},
-			{[]string{"--frames", "0"}, "--frames must be positive"},
-			{[]string{"--device", "sim", "--gpu-memory", "8G"}, "ambiguous"},
-			{[]string{"--device", "tpu"}, "--device must be"},
+			{[]string{"--gpu-memory", "1GiB"}, "--gpu-memory needs a device (--device sim)", 1},
+			{[]string{"--frames", "0"}, "--frames must be positive", 1},
+			{[]string{"--device", "sim", "--gpu-memory", "8G"}, "ambiguous", exitUsage},
+			{[]string{"--device", "tpu"}, "--device must be", exitUsage},
 		} {
 			_, stderr, code := run(t, append([]string{"tune", "--config", cfg, "--cpu-bandwidth", "10"}, c.args...)...)
-			if code != 1 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "pp-offline: tune: ") {
+			if code != c.code || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "pp-offline: tune: ") {
 				t.Errorf("%v: exit %d, %s", c.args, code, stderr)
 			}
 		}
