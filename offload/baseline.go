@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pp-offline/pp-offline/infer/nn"
+	"github.com/pp-offline/pp-offline/infer/config"
 )
 
 // BaselineModule is one entry of the device map accelerate builds for the
@@ -103,7 +103,7 @@ func Accelerate(lm *LM, w Workload, fig Figures, gpuBudget int64) (*Baseline, er
 		add(fmt.Sprintf("depformer_emb.%d", s), ElemBytes*int64(c.Card+1)*d, 1, 0, 1)
 	}
 	add("depformer_text_emb", ElemBytes*int64(c.TextCard+1)*d, 1, 0, 1)
-	dh := int64(nn.GatingHidden(c.DepformerDim, c.DepDimFeedforward()))
+	dh := int64(config.GatingHidden(c.DepformerDim, c.DepDimFeedforward()))
 	mult := int64(1)
 	if c.DepformerWeightsPerStep {
 		mult = int64(c.DepQ)

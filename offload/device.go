@@ -1,10 +1,11 @@
 package offload
 
-import "github.com/pp-offline/pp-offline/infer/backend"
-
-// Buffer is a device allocation: a backend.Buffer, so that it can be bound
-// as a weight's Dev (backend.Weight.Dev, at DevOffset).
-type Buffer = backend.Buffer
+// Buffer is a device allocation. Its method set is backend.Buffer's, so
+// that it can be bound as a weight's Dev (backend.Weight.Dev, at
+// DevOffset) without offload importing the backend seam.
+type Buffer interface {
+	Len() int64
+}
 
 // HostBuffer is a device buffer the host can address: SimDevice's (its
 // memory is host RAM), or a device's host-mapped memory. Runtime hands its

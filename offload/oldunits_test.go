@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/pp-offline/pp-offline/infer/config"
-	"github.com/pp-offline/pp-offline/infer/nn"
 )
 
 // RefParts are the units' tensors as OldNewLM names them, for the tests of
@@ -82,7 +81,7 @@ func OldNewLM(c *config.LM, depSteps int) (*LM, error) {
 	gated := c.Gating != "none" && c.Gating != ""
 	hidden := c.DimFeedforward()
 	if gated {
-		hidden = nn.GatingHidden(D, c.DimFeedforward())
+		hidden = config.GatingHidden(D, c.DimFeedforward())
 	}
 	for i := 0; i < c.NumLayers; i++ {
 		p := fmt.Sprintf("transformer.layers.%d.", i)
@@ -115,7 +114,7 @@ func OldNewLM(c *config.LM, depSteps int) (*LM, error) {
 		MatParams: int64(c.TextCard) * int64(D), InDim: D, OutDim: D + c.TextCard, Launches: 3, Parts: head,
 	})
 
-	dh := nn.GatingHidden(d, c.DepDimFeedforward())
+	dh := config.GatingHidden(d, c.DepDimFeedforward())
 	L := c.DepformerNumLayers
 	depMat := int64(L)*(int64(4*d*d)+3*int64(dh)*int64(d)) + int64(d)*int64(D) + int64(c.Card)*int64(d)
 	depIn := func(s int) Part {

@@ -7,7 +7,6 @@ import (
 	"github.com/pp-offline/pp-offline/infer/weights"
 
 	"github.com/pp-offline/pp-offline/infer/config"
-	"github.com/pp-offline/pp-offline/infer/nn"
 )
 
 // ElemBytes is the storage size of one weight element: every LM weight of a
@@ -207,7 +206,7 @@ func NewLM(c *config.LM, depSteps int, parts LMParts) (*LM, error) {
 	gated := c.Gating != "none" && c.Gating != ""
 	hidden := c.DimFeedforward()
 	if gated {
-		hidden = nn.GatingHidden(D, c.DimFeedforward())
+		hidden = config.GatingHidden(D, c.DimFeedforward())
 	}
 	for i, ps := range parts.Layers {
 		mat := int64(4*D*D) + 3*int64(hidden)*int64(D)
@@ -225,7 +224,7 @@ func NewLM(c *config.LM, depSteps int, parts LMParts) (*LM, error) {
 		MatParams: int64(c.TextCard) * int64(D), InDim: D, OutDim: D + c.TextCard, Launches: 3, Parts: parts.Head,
 	})
 
-	dh := nn.GatingHidden(d, c.DepDimFeedforward())
+	dh := config.GatingHidden(d, c.DepDimFeedforward())
 	L := c.DepformerNumLayers
 	depMat := int64(L)*(int64(4*d*d)+3*int64(dh)*int64(d)) + int64(d)*int64(D) + int64(c.Card)*int64(d)
 	if c.DepformerWeightsPerStep {

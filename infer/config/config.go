@@ -416,3 +416,13 @@ func (c *Config) validateMimi() error {
 	}
 	return nil
 }
+
+// GatingHidden is ActivationGating's hidden size for dim_feedforward (a
+// shape the transformer, the offload units and the memory estimate all
+// derive from the config).
+func GatingHidden(dim, dimFeedforward int) int {
+	if dimFeedforward == 4*dim {
+		return (21 * dim) / 8
+	}
+	return (2 * dimFeedforward) / 3
+}

@@ -5,7 +5,6 @@ import (
 	"github.com/pp-offline/pp-offline/audio"
 
 	"github.com/pp-offline/pp-offline/infer/config"
-	"github.com/pp-offline/pp-offline/infer/nn"
 	"github.com/pp-offline/pp-offline/internal/sysmem"
 	"github.com/pp-offline/pp-offline/offload"
 )
@@ -34,7 +33,7 @@ func EstimateMemory(cfg *config.Config, batch, positions, prefill int) Estimate 
 	positions = min(positions, l.Context)
 	e := Estimate{Batch: batch, Positions: positions}
 	e.KV = int64(batch) * 2 * int64(l.NumLayers) * int64(positions) * int64(l.Dim) * 4
-	hidden := int64(nn.GatingHidden(l.Dim, l.DimFeedforward()))
+	hidden := int64(config.GatingHidden(l.Dim, l.DimFeedforward()))
 	perRow := (7*int64(l.Dim) + 2*hidden) * 4 // x, queue, qkv, att, o, norm; the gated hidden
 	rows := int64(prefill + batch)
 	e.Activations = rows*perRow + int64(batch)*int64(l.TextCard+l.Card+2*l.DepformerDim)*4

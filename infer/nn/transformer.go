@@ -8,6 +8,7 @@ package nn
 
 import (
 	"fmt"
+	"github.com/pp-offline/pp-offline/infer/config"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/weights"
@@ -26,14 +27,6 @@ type TransformerConfig struct {
 	Gating         string  // "none" (linear1/linear2 + GELU) or an activation name (silu, gelu, relu)
 	PosEmb         string  // "rope" or "none"
 	MaxPeriod      float64 // RoPE max period
-}
-
-// GatingHidden is ActivationGating's hidden size for dim_feedforward.
-func GatingHidden(dim, dimFeedforward int) int {
-	if dimFeedforward == 4*dim {
-		return (21 * dim) / 8
-	}
-	return (2 * dimFeedforward) / 3
 }
 
 // NormKind maps a norm name of the config to its kind and epsilon, as
@@ -96,7 +89,7 @@ func NewTransformer(cfg TransformerConfig) (*Transformer, error) {
 	if cfg.Gating == "none" {
 		t.Hidden = cfg.DimFeedforward
 	} else {
-		t.Hidden = GatingHidden(D, cfg.DimFeedforward)
+		t.Hidden = config.GatingHidden(D, cfg.DimFeedforward)
 		if t.act, err = backend.ParseActivation(cfg.Gating); err != nil {
 			return nil, err
 		}
