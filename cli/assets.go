@@ -198,6 +198,7 @@ func (p *downloadProgress) update(file string, done, total int64) {
 				progressbar.OptionShowBytes(true),
 				progressbar.OptionThrottle(100*time.Millisecond),
 				progressbar.OptionClearOnFinish())
+			p.log.attachBar(p.bar)
 		}
 	}
 	if p.bar != nil {
@@ -216,6 +217,7 @@ func (p *downloadProgress) update(file string, done, total int64) {
 
 func (p *downloadProgress) finish() {
 	if p != nil && p.bar != nil {
+		p.log.attachBar(nil)
 		p.bar.Finish()
 		p.bar = nil
 	}

@@ -26,9 +26,9 @@ func init() {
 
 func runDownload(c *ucli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("download: unexpected argument %q (see pp-offline download --help)", c.Args().First())
+		return unexpectedArgs(c, "download")
 	}
-	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
+	log := newLogger(c)
 	ctx, stop, signalled := withSignals()
 	defer stop()
 	snap, err := hubSnapshot(ctx, c, log, allHubFiles(), true)

@@ -39,7 +39,7 @@ func TestLogTimestampsAndETA(t *testing.T) {
 		t.Fatalf("log:\n%s\nwant:\n%s", buf.String(), want)
 	}
 	buf.Reset()
-	(&logger{w: &buf}).Infof("x %d", 1)
+	(&logger{w: &buf, plain: true}).Infof("x %d", 1)
 	if buf.String() != "[info] x 1\n" {
 		t.Fatalf("terminal log line %q", buf.String())
 	}
@@ -49,7 +49,7 @@ func TestLogTimestampsAndETA(t *testing.T) {
 func TestProgressBarLeavesSummary(t *testing.T) {
 	var buf bytes.Buffer
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	log := &logger{w: &buf, now: func() time.Time { return clock }}
+	log := &logger{w: &buf, plain: true, now: func() time.Time { return clock }}
 	p := &progress{log: log, tty: true}
 	p.Start(50, 0.08)
 	for i := 1; i <= 50; i++ {
@@ -69,5 +69,69 @@ func TestFmtSeconds(t *testing.T) {
 		if got := fmtSeconds(s); got != want {
 			t.Errorf("fmtSeconds(%v) = %q, want %q", s, got, want)
 		}
+	}
+}
+
+// Off a terminal a logger made anywhere (not only by newLogger) stamps its
+// lines, in UTC to the millisecond whatever the local zone.
+func TestLogStampIsUTCMilliseconds(t *testing.T) {
+	var buf bytes.Buffer
+	zone := time.FixedZone("CET", 3600)
+	log := &logger{w: &buf, now: func() time.Time { return time.Date(2026, 1, 2, 4, 4, 5, 123456789, zone) }}
+	log.Infof("a %d", 1)
+	log.Warnf("b")
+	want := "2026-01-02T03:04:05.123Z [info] a 1\n2026-01-02T03:04:05.123Z [warn] b\n"
+	if buf.String() != want {
+		t.Fatalf("log:\n%q\nwant:\n%q", buf.String(), want)
+	}
+}
+
+// A warning is said once per job: the same warning again (the job layer's
+// voice warning, once per batch item) is dropped; another one is said.
+func TestWarningOncePerJob(t *testing.T) {
+	var buf bytes.Buffer
+	log := &logger{w: &buf, plain: true}
+	for range 3 {
+		log.Infof("warning: %s: the prompt phases (%d steps) are longer than the context", "v.pt", 94)
+		log.Warnf("report: %v", "disk full")
+		log.Infof("item done")
+	}
+	log.Warnf("report: %v", "read-only")
+	want := "[warn] v.pt: the prompt phases (94 steps) are longer than the context\n[warn] report: disk full\n[info] item done\n" +
+		"[info] item done\n[info] item done\n[warn] report: read-only\n"
+	if buf.String() != want {
+		t.Fatalf("log:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
+// On a terminal the bar is cleared before a warning is written, so the
+// warning starts its own line instead of landing on the bar.
+func TestBarClearedBeforeAWarning(t *testing.T) {
+	var buf bytes.Buffer
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	log := &logger{w: &buf, plain: true, now: func() time.Time { return clock }}
+	p := &progress{log: log, tty: true}
+	p.Start(50, 0.08)
+	for i := 1; i <= 10; i++ {
+		clock = clock.Add(40 * time.Millisecond)
+		p.Frame(i)
+	}
+	p.Frame(11)
+	drawn := buf.Len()
+	if drawn == 0 || !strings.Contains(buf.String(), "frames") {
+		t.Fatalf("no bar drawn: %q", buf.String())
+	}
+	log.Warnf("voice too long")
+	out := buf.String()[drawn:]
+	i := strings.Index(out, "[warn] voice too long\n")
+	if i < 0 {
+		t.Fatalf("no warning after the bar: %q", out)
+	}
+	if clear := out[:i]; !strings.HasPrefix(clear, "\r") || strings.Trim(clear, "\r ") != "" || !strings.HasSuffix(clear, "\r") || len(clear) < 3 {
+		t.Fatalf("bar not cleared before the warning: %q", out[:i])
+	}
+	p.Finish()
+	if !strings.HasSuffix(buf.String(), "[info] 11/50 frames in 0.4 s, real-time factor 0.45\n") {
+		t.Fatalf("no summary after the bar: %q", buf.String()[drawn:])
 	}
 }

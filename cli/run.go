@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -116,19 +117,30 @@ func checkSampling(c *ucli.Context) error {
 	return nil
 }
 
-// logger writes one-line logs to stderr. Off a terminal (a log file, CI)
-// every line starts with the local time, so that a log read later says when.
+// logger writes one-line logs to stderr, in one format for every command.
+// Off a terminal (a log file, CI) every line starts with the UTC time to the
+// millisecond (2026-01-02T03:04:05.000Z [info] ...), so that a log read
+// later, or merged with other machines', says when. A warning is said once
+// per job: the same warning again (one per batch item, say) is dropped. A
+// progress bar drawn on the same terminal is cleared before a line is
+// written, so no line lands on the bar.
 type logger struct {
 	quiet bool
 	w     io.Writer
-	stamp bool             // prefix lines with the time
+	stamp bool             // prefix lines with the time (default: when w is no terminal)
+	plain bool             // never prefix (tests of the terminal format)
 	now   func() time.Time // nil: time.Now
+
+	mu     sync.Mutex
+	tty    int8                     // 0 not yet known, 1 a terminal, -1 not
+	warned map[string]bool          // warnings already said
+	bar    *progressbar.ProgressBar // the bar on w, cleared before a line
 }
 
 // newLogger is the logger of a command: --quiet, stderr, timestamps when
 // stderr is not a terminal.
 func newLogger(c *ucli.Context) *logger {
-	return &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter, stamp: !isTerminal(c.App.ErrWriter)}
+	return &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
 }
 
 func (l *logger) clock() time.Time {
@@ -138,20 +150,69 @@ func (l *logger) clock() time.Time {
 	return time.Now()
 }
 
+// stampFormat is the time of a log line off a terminal: UTC, milliseconds.
+const stampFormat = "2006-01-02T15:04:05.000Z"
+
+// stamped says whether lines get the time (l.mu held).
+func (l *logger) stamped() bool {
+	if l.stamp || l.plain {
+		return l.stamp
+	}
+	if l.tty == 0 {
+		l.tty = -1
+		if isTerminal(l.w) {
+			l.tty = 1
+		}
+	}
+	return l.tty < 0
+}
+
 func (l *logger) printf(level, format string, a ...any) {
 	if l.quiet {
 		return
 	}
-	prefix := level
-	if l.stamp {
-		prefix = l.clock().Format("2006-01-02T15:04:05.000Z07:00") + " " + level
+	msg := fmt.Sprintf(format, a...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if level == "[warn]" {
+		if l.warned[msg] {
+			return
+		}
+		if l.warned == nil {
+			l.warned = map[string]bool{}
+		}
+		l.warned[msg] = true
 	}
-	fmt.Fprintf(l.w, prefix+" "+format+"\n", a...)
+	prefix := level
+	if l.stamped() {
+		prefix = l.clock().UTC().Format(stampFormat) + " " + level
+	}
+	if l.bar != nil {
+		l.bar.Clear()
+	}
+	fmt.Fprint(l.w, prefix+" "+msg+"\n")
 }
 
-func (l *logger) Infof(format string, a ...any) { l.printf("[info]", format, a...) }
+// Infof logs a line; one the job layer starts with "warning: " is a
+// warning (job.Logger has Infof only).
+func (l *logger) Infof(format string, a ...any) {
+	if strings.HasPrefix(format, "warning: ") {
+		l.printf("[warn]", strings.TrimPrefix(format, "warning: "), a...)
+		return
+	}
+	l.printf("[info]", format, a...)
+}
 
+// Warnf logs a warning, once per job.
 func (l *logger) Warnf(format string, a ...any) { l.printf("[warn]", format, a...) }
+
+// attachBar tells the logger of the progress bar drawn on its writer (nil:
+// none any more), which it clears before each line.
+func (l *logger) attachBar(bar *progressbar.ProgressBar) {
+	l.mu.Lock()
+	l.bar = bar
+	l.mu.Unlock()
+}
 
 // interrupted is returned when SIGINT/SIGTERM stopped the run; what says
 // what was left (default: no output written).
@@ -643,6 +704,7 @@ func (p *progress) Start(total int, frameSecs float64) {
 			progressbar.OptionShowCount(),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
+		p.log.attachBar(p.bar)
 	}
 }
 
@@ -698,6 +760,7 @@ func (p *progress) Finish() {
 	if p == nil || p.bar == nil {
 		return
 	}
+	p.log.attachBar(nil)
 	p.bar.Finish()
 	el := p.log.clock().Sub(p.start).Seconds()
 	p.log.Infof("%d/%d frames in %s, real-time factor %.2f", p.done, p.total, fmtSeconds(el), p.rtf(el))
