@@ -67,7 +67,7 @@ func modelFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "device", Value: "auto", Usage: "auto, cpu or cuda (auto: a usable GPU, else the CPU)"},
 		&ucli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
 		&ucli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
-		&ucli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (exact, the parity path) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
+		&ucli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (float32 math, the parity path: transcript identical to the reference, audio within 1 LSB) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
 		&ucli.StringFlag{Name: "weights", Usage: "quantize the LM at load: q8_0 (about half the bytes per frame) or q4_k (under a third); not bit-identical to the reference (docs/QUANTIZATION.md; pp-offline quantize writes a file instead)"},
 		&ucli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
 	}
@@ -77,8 +77,8 @@ func modelFlags() []ucli.Flag {
 func mainFlags() []ucli.Flag {
 	f := []ucli.Flag{
 		&ucli.StringFlag{Name: "input-wav", Usage: "user audio: WAV (PCM, float, µ-law, A-law), FLAC, MP3 or Ogg Vorbis, told by content; any rate (resampled to 24 kHz), first channel"},
-		&ucli.StringFlag{Name: "output-wav", Usage: "agent audio to write (WAV)"},
-		&ucli.StringFlag{Name: "output-text", Usage: "agent text to write (JSON)"},
+		&ucli.StringFlag{Name: "output-wav", Usage: "agent audio to write (WAV; 16-bit PCM, within 1 LSB of the reference's on its fixtures, not bit-identical)"},
+		&ucli.StringFlag{Name: "output-text", Usage: "agent text to write (JSON; the reference's tokens exactly)"},
 		&ucli.StringFlag{Name: "text-prompt", Value: defaultTextPrompt, Usage: "role text prompt (\"\" = none)"},
 		&ucli.StringFlag{Name: "voice-prompt", Usage: "voice prompt: a basename inside --voice-prompt-dir, or a path (.pt = saved embeddings, else audio)"},
 		&ucli.StringFlag{Name: "voice-prompt-dir", Usage: "directory of voice prompts (default: voices/ extracted from voices.tgz of --hf-repo)"},
