@@ -141,18 +141,9 @@ func decodeADPCM(r io.ReaderAt, off, dataSize int64, f *wavFormat, name string, 
 		perBlock = msSamples
 	}
 	frames := dataSize/ba*int64(f.samplesPerBlock) + int64(perBlock(last, f.channels))
-	kept := int64(f.channels)
-	if o.firstOnly {
-		kept = 1
-	}
-	if frames*kept > o.lim.maxSamples() {
-		return nil, o.lim.tooLong(name, frames, true, f.rate, int(kept))
-	}
-	clip := &Clip{SampleRate: f.rate, Channels: make([][]float32, f.channels)}
-	for c := range clip.Channels {
-		if c == 0 || !o.firstOnly {
-			clip.Channels[c] = make([]float32, frames)
-		}
+	clip, err := o.newClip(name, frames, f.rate, f.channels)
+	if err != nil {
+		return nil, err
 	}
 	// A few blocks per read.
 	per := max(1, (1<<16)/f.blockAlign)

@@ -197,18 +197,9 @@ func decodeAIFF(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, er
 	if have := dataLen / int64(f.blockAlign); have < frames {
 		return nil, formatErr(name, "truncated SSND chunk: COMM says %d frames, the data holds %d", frames, have)
 	}
-	kept := int64(f.channels)
-	if o.firstOnly {
-		kept = 1
-	}
-	if frames*kept > o.lim.maxSamples() {
-		return nil, o.lim.tooLong(name, frames, true, f.rate, int(kept))
-	}
-	clip := &Clip{SampleRate: f.rate, Channels: make([][]float32, f.channels)}
-	for c := range clip.Channels {
-		if c == 0 || !o.firstOnly {
-			clip.Channels[c] = make([]float32, frames)
-		}
+	clip, err := o.newClip(name, frames, f.rate, f.channels)
+	if err != nil {
+		return nil, err
 	}
 	if err := convert(r, dataOff, int(frames), f, clip.Channels); err != nil {
 		return nil, formatErr(name, "reading samples: %v", err)

@@ -225,6 +225,27 @@ type decodeOpts struct {
 	firstOnly bool
 }
 
+// newClip allocates a clip of frames samples per channel (channel 0 only
+// with firstOnly) at rate, after checking the kept samples against the
+// limit: the decoders whose length is known before they decode (PCM AIFF,
+// ADPCM) size it once.
+func (o decodeOpts) newClip(name string, frames int64, rate, channels int) (*Clip, error) {
+	kept := int64(channels)
+	if o.firstOnly {
+		kept = 1
+	}
+	if frames*kept > o.lim.maxSamples() {
+		return nil, o.lim.tooLong(name, frames, true, rate, int(kept))
+	}
+	clip := &Clip{SampleRate: rate, Channels: make([][]float32, channels)}
+	for c := range clip.Channels {
+		if c == 0 || !o.firstOnly {
+			clip.Channels[c] = make([]float32, frames)
+		}
+	}
+	return clip, nil
+}
+
 func decodeAll(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, error) {
 	head := make([]byte, min(size, sniffLen))
 	if _, err := r.ReadAt(head, 0); err != nil && err != io.EOF {
