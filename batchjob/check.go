@@ -54,10 +54,13 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 	}
 	outputs := map[string]use{}
 	for _, it := range items {
-		for _, o := range []use{{it, "output_wav"}, {it, "output_text"}} {
+		for _, o := range []use{{it, "output_wav"}, {it, "output_text"}, {it, "fingerprint"}} {
 			p := it.OutputWAV
-			if o.what == "output_text" {
+			switch o.what {
+			case "output_text":
 				p = it.OutputText
+			case "fingerprint":
+				p = FingerprintPath(it.OutputWAV)
 			}
 			k := pathKey(p)
 			if in, ok := inputs[k]; ok {
@@ -108,7 +111,7 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 // output that is any registered input, or not writable over, is refused.
 func CheckResolved(items []*Item, manifest string) error {
 	for _, it := range items {
-		for _, o := range []struct{ what, p string }{{"output_wav", it.OutputWAV}, {"output_text", it.OutputText}} {
+		for _, o := range []struct{ what, p string }{{"output_wav", it.OutputWAV}, {"output_text", it.OutputText}, {"fingerprint", FingerprintPath(it.OutputWAV)}} {
 			if err := fileio.CheckTarget(o.p); err != nil {
 				return itemErr(manifest, it, fmt.Sprintf("%s %v", o.what, err))
 			}

@@ -107,7 +107,7 @@ func WAVSeconds(path string, exact bool) (float64, error) {
 func CleanStale(items []*Item) ([]string, error) {
 	var removed []string
 	for _, it := range items {
-		for _, p := range []string{it.OutputWAV, it.OutputText} {
+		for _, p := range []string{it.OutputWAV, it.OutputText, FingerprintPath(it.OutputWAV)} {
 			removed = append(removed, fileio.SweepTemps(p)...)
 		}
 	}

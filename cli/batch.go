@@ -3,13 +3,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -53,6 +56,7 @@ func batchFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "force", Usage: "redo items whose outputs are already complete"},
 		&ucli.StringFlag{Name: "report", Usage: "write a JSON summary (per item: status, reason, frames, seconds, seed) here, also when interrupted"},
 		&ucli.StringFlag{Name: "shard", Usage: "run items whose index ≡ i (mod n), as i/n (default: from a Slurm array or a Kubernetes Indexed Job, else all)"},
+		&ucli.DurationFlag{Name: "grace", Value: batchjob.DefaultGrace, Usage: "on a first SIGINT/SIGTERM, no new items start and the conversations in flight finish if the measured speed says they can within this time (default fits Slurm's --signal=B:TERM@120; 0: stop at once); a second signal stops at once"},
 		&ucli.IntFlag{Name: "shard-count", Usage: "shards of a Kubernetes Indexed Job (with JOB_COMPLETION_INDEX; default $" + batchjob.ShardEnv + ")"},
 	)
 }
@@ -95,6 +99,8 @@ func runBatch(c *ucli.Context) error {
 		return batchUsage{fmt.Errorf("--batch-size must be from 1 to %d, not %d", batchjob.MaxBatchFlag, c.Int("batch-size"))}
 	case c.Int64("seed") < -1:
 		return batchUsage{fmt.Errorf("--seed must be -1 (draw one) or ≥ 0, not %d", c.Int64("seed"))}
+	case c.Duration("grace") < 0 || c.Duration("grace") > batchjob.MaxGrace:
+		return batchUsage{fmt.Errorf("--grace must be from 0 to %s, not %s", batchjob.MaxGrace, c.Duration("grace"))}
 	case c.Int("shard-count") < 0 || c.Int("shard-count") > batchjob.MaxItems:
 		return batchUsage{fmt.Errorf("--shard-count must be from 1 to %d, not %d", batchjob.MaxItems, c.Int("shard-count"))}
 	}
@@ -174,6 +180,7 @@ type batchRun struct {
 	report     *batchjob.Report
 	reportPath string
 	prog       *batchProgress
+	fps        map[int]*batchjob.Fingerprint // what makes each item run, written with its outputs
 
 	lastReport time.Time
 }
@@ -197,38 +204,31 @@ func (b *batchRun) fail(err error) error {
 
 func (b *batchRun) run() error {
 	c, log := b.c, b.log
-	var run []int // indexes into b.items
+	force := c.Bool("force")
+	complete := make([]bool, len(b.items))
 	for i, it := range b.items {
-		if !c.Bool("force") {
-			if ok, _ := batchjob.Complete(it); ok {
-				b.report.Set(i, batchjob.StatusSkipped, "outputs already complete", 0, 0, nil)
-				continue
-			}
+		if !force {
+			complete[i], _ = batchjob.Complete(it)
 		}
-		run = append(run, i)
 	}
-	if n := len(b.items) - len(run); n > 0 {
-		log.Infof("skipping %d items whose outputs are complete (--force redoes them)", n)
-	}
-	if len(run) == 0 {
-		log.Infof("nothing to do")
-		return b.finished()
-	}
-	ctx, stop, signalled := withSignals()
-	defer stop()
+	sig := newBatchSignals(c.Duration("grace"), log)
+	defer sig.stop()
+	ctx := sig.ctx
 	withVoices := c.String("voice-prompt-dir") == ""
 	if withVoices {
 		withVoices = false
-		for _, i := range run {
-			if it := b.items[i]; !it.VoiceIsPath && !fileExists(it.VoicePrompt) && !fileExists(b.besideManifest(it.VoicePrompt)) {
+		for _, it := range b.items {
+			if !it.VoiceIsPath && !fileExists(it.VoicePrompt) && !fileExists(b.besideManifest(it.VoicePrompt)) {
 				withVoices = true
 			}
 		}
 	}
+	// The model files are resolved before anything is skipped: they are
+	// part of what made an output (its fingerprint).
 	opts, voiceDir, err := jobOptions(ctx, c, log, withVoices)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return b.interrupted(signalled(), "no output written (a download resumes where it stopped)")
+			return b.interrupted(sig.signalled(), "no output written (a download resumes where it stopped)")
 		}
 		return b.fail(err)
 	}
@@ -237,23 +237,23 @@ func (b *batchRun) run() error {
 	}
 	// The model files may come from the hub's cache: known only now.
 	fileio.AddInputs(opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config"))
-	if !c.IsSet("threads") {
-		// GOMAXPROCS honours the container's CPU quota (cgroup) since Go 1.25.
-		opts.Device.Threads = runtime.GOMAXPROCS(0)
-		log.Infof("threads %d (GOMAXPROCS: the CPUs this process may use, cgroup quota included; %d online)", opts.Device.Threads, runtime.NumCPU())
-	}
 
 	// Voices: each distinct one resolved once; an item whose voice is not
-	// found fails alone.
+	// found fails alone. An item whose outputs are complete is skipped only
+	// when its fingerprint is the one it would be made with now.
 	type voice struct {
 		path string
 		err  error
 	}
 	resolved := map[string]voice{}
 	var queue []*job.Item
+	var redo []string
+	redoWhy := map[string]string{}
 	seedBase := time.Now().UnixNano()
-	for _, i := range run {
-		it := b.items[i]
+	model := b.modelIdentity(opts)
+	b.fps = map[int]*batchjob.Fingerprint{}
+	skipped := 0
+	for i, it := range b.items {
 		key := fmt.Sprint(it.VoiceIsPath, "\x00", it.VoicePrompt)
 		v, ok := resolved[key]
 		if !ok {
@@ -271,6 +271,21 @@ func (b *batchRun) run() error {
 			b.failed(i, v.err)
 			continue
 		}
+		fp := model
+		fp.Input, fp.Voice, fp.TextPrompt = batchjob.IdentifyFile(it.InputWAV), batchjob.IdentifyFile(v.path), batchjob.HashString(it.TextPrompt)
+		fp.Seed, fp.Greedy, fp.TempAudio, fp.TempText, fp.TopKAudio, fp.TopKText = it.Seed, it.Greedy, it.TempAudio, it.TempText, it.TopKAudio, it.TopKText
+		fp.OutputFormat, fp.OutputTextFormat = it.OutputFormat, it.OutputTextFormat
+		b.fps[i] = &fp
+		if complete[i] {
+			why := batchjob.Stale(it, &fp)
+			if why == "" {
+				b.report.Set(i, batchjob.StatusSkipped, "outputs complete, made with the same settings", 0, 0, nil)
+				skipped++
+				continue
+			}
+			redo = append(redo, it.OutputWAV)
+			redoWhy[it.OutputWAV] = why
+		}
 		seed := it.Seed
 		if seed == -1 {
 			seed = (seedBase + int64(it.Index)*0x9E3779B97F4A7C1) & (1<<53 - 1)
@@ -279,10 +294,28 @@ func (b *batchRun) run() error {
 			Greedy: it.Greedy, TempAudio: it.TempAudio, TempText: it.TempText, TopKAudio: it.TopKAudio, TopKText: it.TopKText,
 			Seed: seed, Tag: i})
 	}
+	if skipped > 0 {
+		log.Infof("skipping %d items whose outputs are complete and were made with these settings (--force redoes them)", skipped)
+	}
+	for _, l := range batchjob.RedoLines(redo, redoWhy, 5) {
+		log.Infof("%s", l)
+	}
+	if len(queue) == 0 {
+		if skipped == len(b.items) {
+			log.Infof("nothing to do")
+		}
+		return b.finished()
+	}
+	if !c.IsSet("threads") {
+		// GOMAXPROCS honours the container's CPU quota (cgroup) since Go 1.25.
+		opts.Device.Threads = runtime.GOMAXPROCS(0)
+		log.Infof("threads %d (GOMAXPROCS: the CPUs this process may use, cgroup quota included; %d online)", opts.Device.Threads, runtime.NumCPU())
+	}
 
 	// Every file read is registered now (voices by name included): no
 	// output may be one, checked before the model loads.
-	for _, i := range run {
+	for _, q := range queue {
+		i := q.Tag.(int)
 		if err := batchjob.CheckResolved(b.items[i:i+1], b.manifest); err != nil {
 			return b.usage(err)
 		}
@@ -313,11 +346,13 @@ func (b *batchRun) run() error {
 		opts.Progress = b.prog
 		defer b.prog.stop()
 	}
-	err = job.RunItems(ctx, opts, job.Items(queue...), b.done)
+	sig.running()
+	grace := job.Graceful{Stop: sig.stopC, Finish: sig.finish}
+	err = job.RunItemsGraceful(ctx, opts, grace, job.Items(queue...), b.done)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, job.ErrStopped) {
 			n := b.report.CountsNow()
-			return b.interrupted(signalled(), fmt.Sprintf("%d items written, %d not finished (none half-written): rerun to resume", n.OK, n.NotRun))
+			return b.interrupted(sig.signalled(), fmt.Sprintf("%d items written, %d not finished (none half-written): rerun to resume", n.OK, n.NotRun))
 		}
 		return b.fail(err)
 	}
@@ -397,14 +432,26 @@ func (b *batchRun) done(r job.ItemResult) {
 	it := b.items[i]
 	if r.Err == nil {
 		wav, text, err := encodeOutputs(r.Result, it.OutputFormat, it.OutputTextFormat)
+		fpPath := batchjob.FingerprintPath(it.OutputWAV)
 		var lock *fileio.Lock
 		if err == nil {
 			// Locked while written: another job writing the same item
 			// cannot interleave its renames with ours (a mixed pair).
-			lock, err = fileio.LockOutputs(it.OutputWAV, it.OutputText)
+			lock, err = fileio.LockOutputs(it.OutputWAV, it.OutputText, fpPath)
 		}
 		if err == nil {
-			err = fileio.WriteAllAtomic(fileio.File{Path: it.OutputWAV, Data: wav}, fileio.File{Path: it.OutputText, Data: text})
+			// The old fingerprint goes first and the new one is renamed
+			// last: a fingerprint on disk always describes the outputs
+			// beside it (a kill in between leaves none: redone).
+			if err = fileio.CheckTarget(fpPath); err == nil {
+				if rerr := os.Remove(fpPath); rerr != nil && !os.IsNotExist(rerr) {
+					err = fmt.Errorf("%s: %v", fpPath, fileio.PathErr(rerr))
+				}
+			}
+			if err == nil {
+				err = fileio.WriteAllAtomic(fileio.File{Path: it.OutputWAV, Data: wav}, fileio.File{Path: it.OutputText, Data: text},
+					fileio.File{Path: fpPath, Data: b.fps[i].Encode()})
+			}
 			lock.Unlock()
 		}
 		r.Err = err
@@ -442,6 +489,122 @@ func encodeOutputs(res *job.Result, wavFormat, textFormat string) (wav, text []b
 		err = writeTextList(&textBuf, res.Pieces)
 	}
 	return wavBuf.Bytes(), textBuf.Bytes(), err
+}
+
+// modelIdentity is the part of every item's fingerprint that the job's
+// flags and model files give.
+func (b *batchRun) modelIdentity(o job.Options) batchjob.Fingerprint {
+	cfg, _ := json.Marshal(o.Config)
+	dtype := o.Device.ComputeDType
+	if dtype == "" {
+		dtype = "f32"
+	}
+	return batchjob.Fingerprint{Version: versionString(), Model: batchjob.IdentifyFile(o.MoshiWeight),
+		Mimi: batchjob.IdentifyFile(o.MimiWeight), Tokenizer: batchjob.IdentifyFile(o.Tokenizer),
+		Config: batchjob.HashString(string(cfg)), Weights: o.Quantize, Compute: dtype}
+}
+
+// batchSignals is the batch's SIGINT/SIGTERM handling. Before the items
+// run, the first signal cancels at once (nothing is in flight). Once they
+// run, it closes stopC (no new item starts) and asks, through finish,
+// whether the conversations in flight can end within the grace period
+// (batchjob.GraceFits on the measured step time); the context is
+// cancelled when they cannot, or when the grace period is over. A second
+// signal exits at once, as withSignals does (130 / 143).
+type batchSignals struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	stopC  chan struct{}
+	grace  time.Duration
+	log    *logger
+	sigc   chan os.Signal
+
+	mu      sync.Mutex
+	got     os.Signal
+	at      time.Time
+	run     bool
+	stopped sync.Once
+}
+
+func newBatchSignals(grace time.Duration, log *logger) *batchSignals {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &batchSignals{ctx: ctx, cancel: cancel, stopC: make(chan struct{}), grace: grace, log: log, sigc: make(chan os.Signal, 2)}
+	signal.Notify(s.sigc, os.Interrupt, syscall.SIGTERM)
+	go s.loop()
+	return s
+}
+
+func (s *batchSignals) loop() {
+	var first os.Signal
+	select {
+	case sg, ok := <-s.sigc:
+		if !ok {
+			return
+		}
+		first = sg
+	case <-s.ctx.Done():
+		return
+	}
+	s.mu.Lock()
+	s.got, s.at = first, time.Now()
+	graceful := s.run && s.grace > 0
+	s.mu.Unlock()
+	if graceful {
+		s.log.Infof("%v: no new items start (a second signal stops at once)", first)
+		close(s.stopC)
+		time.AfterFunc(s.grace, func() {
+			if s.ctx.Err() == nil {
+				s.log.Infof("the grace period (--grace %s) is over: stopping now", s.grace)
+				s.cancel()
+			}
+		})
+	} else {
+		s.cancel()
+	}
+	if sg, ok := <-s.sigc; ok {
+		code := 130
+		if sg == syscall.SIGTERM {
+			code = 143
+		}
+		fmt.Fprintf(os.Stderr, "pp-offline: %v again: stopped at once\n", sg)
+		os.Exit(code)
+	}
+}
+
+// running marks the items as started: from now on a first signal is graceful.
+func (s *batchSignals) running() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.run = true
+}
+
+// finish is job.Graceful's Finish: whether the conversations in flight
+// can end within the grace period left.
+func (s *batchSignals) finish(inFlight, frames int, step time.Duration) bool {
+	s.mu.Lock()
+	left := s.grace - time.Since(s.at)
+	s.mu.Unlock()
+	ok, why := batchjob.GraceFits(inFlight, frames, step, left)
+	s.log.Infof("%s", why)
+	return ok
+}
+
+// signalled is the first signal received (SIGINT when none was).
+func (s *batchSignals) signalled() os.Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.got == nil {
+		return os.Interrupt
+	}
+	return s.got
+}
+
+func (s *batchSignals) stop() {
+	s.stopped.Do(func() {
+		signal.Stop(s.sigc)
+		s.cancel()
+		close(s.sigc)
+	})
 }
 
 func fileExists(p string) bool {

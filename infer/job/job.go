@@ -2,11 +2,13 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
@@ -157,7 +159,35 @@ func finiteAudio(path string, x []float32, rate int) error {
 // stops the whole job: the models failing to load, an offload error, or
 // ctx being cancelled (ctx.Err(), checked before every step), after which
 // items in flight get no call.
-func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) (err error) {
+func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done func(ItemResult)) error {
+	return RunItemsGraceful(ctx, o, Graceful{}, next, done)
+}
+
+// Graceful lets a caller stop a RunItems job without losing the
+// conversations in flight (the batch command's first SIGINT/SIGTERM).
+type Graceful struct {
+	// Stop, once closed, admits no more items: those read but not started
+	// get no done call; those in flight run to their end (or see Finish).
+	// nil: never.
+	Stop <-chan struct{}
+	// Finish is asked once, when Stop is seen with items in flight
+	// (inFlight of them): frames is the most frames any of them has left,
+	// step the mean time of the last steps (0 when none was timed yet).
+	// true lets them run to their end; false stops the job at once
+	// (ErrStopped; they get no done call). nil: they finish. A hard
+	// deadline is the caller's: cancel ctx.
+	Finish func(inFlight, frames int, step time.Duration) bool
+}
+
+// ErrStopped is RunItemsGraceful's error when Graceful.Stop ended the job
+// before every item ran.
+var ErrStopped = errors.New("stopped before every item ran")
+
+// RunItemsGraceful is RunItems that stops admitting items once g.Stop is
+// closed and returns ErrStopped when the items in flight are done (or at
+// once, when g.Finish says they cannot finish). Without a stop it is
+// RunItems, step for step.
+func RunItemsGraceful(ctx context.Context, o Options, g Graceful, next func() (*Item, bool), done func(ItemResult)) (err error) {
 	// A mapped checkpoint truncated under the job faults on the next read
 	// of a page past its end: on this goroutine that is a panic turned into
 	// an error (CheckIntact before every step reports the common case
@@ -169,14 +199,17 @@ func RunItems(ctx context.Context, o Options, next func() (*Item, bool), done fu
 	if err != nil {
 		return err
 	}
-	j := &itemsRun{ctx: ctx, o: o, cfg: o.Config, B: max(1, o.BatchSize), tok: tok, next: next, done: done}
+	j := &itemsRun{ctx: ctx, o: o, cfg: o.Config, B: max(1, o.BatchSize), tok: tok, next: next, done: done, g: g}
 	j.inputLimits = inputLimits(j.B)
 	// The first batch's inputs are read before the models load: when none
 	// is usable, nothing is loaded.
-	for len(j.queue) < j.B && j.pull() {
+	for len(j.queue) < j.B && !j.stopRequested() && j.pull() {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if j.stopRequested() {
+		return ErrStopped
 	}
 	if len(j.queue) == 0 {
 		return nil
@@ -221,6 +254,10 @@ type itemsRun struct {
 	tok  *prompts.Tokenizer
 	next func() (*Item, bool)
 	done func(ItemResult)
+
+	g        Graceful
+	stopping bool            // g.Stop seen: no item joins any more
+	steps    []time.Duration // the last steps' times, for g.Finish
 
 	queue       []ready
 	exhausted   bool
@@ -384,7 +421,13 @@ func (j *itemsRun) run() error {
 	active := map[*Conversation]*item{}
 	var members []*Conversation
 	for {
-		for j.sess.Len() < j.B && (len(j.queue) > 0 || j.pull()) {
+		if !j.stopping && j.stopRequested() {
+			j.stopping = true
+			if len(active) > 0 && j.g.Finish != nil && !j.g.Finish(len(active), framesLeft(active), j.meanStep()) {
+				return ErrStopped
+			}
+		}
+		for !j.stopping && j.sess.Len() < j.B && (len(j.queue) > 0 || j.pull()) {
 			r := j.queue[0]
 			j.queue = j.queue[1:]
 			c, err := j.start(r)
@@ -399,6 +442,9 @@ func (j *itemsRun) run() error {
 			j.sess.Join(&c.Conversation)
 		}
 		if j.sess.Len() == 0 {
+			if j.stopping {
+				return ErrStopped
+			}
 			break
 		}
 		if err := j.ctx.Err(); err != nil {
@@ -411,9 +457,16 @@ func (j *itemsRun) run() error {
 			return err
 		}
 		members = append(members[:0], j.sess.members...)
+		t0 := time.Now()
 		left, _, err := j.sess.Step()
 		if err != nil {
 			return err
+		}
+		if j.g.Stop != nil {
+			j.steps = append(j.steps, time.Since(t0))
+			if len(j.steps) > 8 {
+				j.steps = j.steps[1:]
+			}
 		}
 		if j.o.Progress != nil {
 			for _, m := range members {
@@ -434,6 +487,40 @@ func (j *itemsRun) run() error {
 		j.o.Log.Infof("%s", line)
 	}
 	return nil
+}
+
+// stopRequested reports whether g.Stop is closed.
+func (j *itemsRun) stopRequested() bool {
+	if j.g.Stop == nil {
+		return false
+	}
+	select {
+	case <-j.g.Stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// meanStep is the mean time of the last steps (0: none timed).
+func (j *itemsRun) meanStep() time.Duration {
+	if len(j.steps) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range j.steps {
+		sum += d
+	}
+	return sum / time.Duration(len(j.steps))
+}
+
+// framesLeft is the most frames an item in flight has still to run.
+func framesLeft(active map[*Conversation]*item) int {
+	n := 0
+	for m, c := range active {
+		n = max(n, c.n-m.Done())
+	}
+	return n
 }
 
 // finish assembles an item's result once its input has ended.

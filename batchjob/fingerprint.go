@@ -1,0 +1,197 @@
+package batchjob
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// A Fingerprint records what made an item's outputs, so that a rerun
+// skips an item only when the same settings would make them again. It is
+// written as FingerprintPath(output WAV), renamed into place after the two
+// outputs (and the old one removed before them), so a fingerprint on disk
+// always describes the outputs beside it.
+//
+// Files are identified by base name, size and modification time (not by
+// path, so a job folder mounted elsewhere still resumes; not by content,
+// so a resume check reads no audio); the config and the text prompt by a
+// SHA-256 of their bytes. The device and the batch size are not part of
+// it: the outputs do not depend on the batch size, and a CPU and a GPU run
+// of the same settings are the same job.
+type Fingerprint struct {
+	Version    string `json:"version"`     // pp-offline's --version
+	Input      FileID `json:"input"`       // input_wav
+	Voice      FileID `json:"voice"`       // the resolved voice prompt
+	TextPrompt string `json:"text_prompt"` // SHA-256 of the text prompt ("" hashed too)
+
+	Seed      int64   `json:"seed"` // the setting: -1 = drawn
+	Greedy    bool    `json:"greedy"`
+	TempAudio float64 `json:"temp_audio"`
+	TempText  float64 `json:"temp_text"`
+	TopKAudio int     `json:"topk_audio"`
+	TopKText  int     `json:"topk_text"`
+
+	OutputFormat     string `json:"output_format"`
+	OutputTextFormat string `json:"output_text_format"`
+
+	Model     FileID `json:"moshi_weight"`
+	Mimi      FileID `json:"mimi_weight"`
+	Tokenizer FileID `json:"tokenizer"`
+	Config    string `json:"config"`  // SHA-256 of the resolved config (JSON)
+	Weights   string `json:"weights"` // --weights ("" = the checkpoint's dtypes)
+	Compute   string `json:"compute_dtype"`
+}
+
+// FileID identifies a file by its name, size and modification time.
+type FileID struct {
+	Name  string `json:"name"`
+	Size  int64  `json:"size"`
+	MTime int64  `json:"mtime_ns"`
+}
+
+// IdentifyFile returns the FileID of path (links followed); a file that
+// cannot be stat'ed has only its name (and never matches a real one).
+func IdentifyFile(path string) FileID {
+	id := FileID{Name: filepath.Base(path), Size: -1}
+	if st, err := os.Stat(path); err == nil {
+		id.Size, id.MTime = st.Size(), st.ModTime().UnixNano()
+	}
+	return id
+}
+
+// HashString is the hex SHA-256 of s.
+func HashString(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// FingerprintPath is the fingerprint file of an item whose WAV is wav:
+// ".<name>.fp" beside it.
+func FingerprintPath(wav string) string {
+	return filepath.Join(filepath.Dir(wav), "."+filepath.Base(wav)+".fp")
+}
+
+// IsFingerprintName tells a fingerprint file's base name.
+func IsFingerprintName(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".fp") && len(name) > 4
+}
+
+// Encode is the fingerprint's file content.
+func (f *Fingerprint) Encode() []byte {
+	b, _ := json.MarshalIndent(f, "", "  ")
+	return append(b, '\n')
+}
+
+// maxFingerprint bounds a fingerprint file's size (ours are under 2 KiB).
+const maxFingerprint = 64 << 10
+
+// ReadFingerprint reads the fingerprint at path; nil, with why, when
+// there is none or it cannot be read as one (the outputs are then redone).
+func ReadFingerprint(path string) (fp *Fingerprint, why string) {
+	// Without blocking (a named pipe left there waits for a writer), only a
+	// regular file, bounded.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if os.IsNotExist(err) {
+		return nil, "no fingerprint (written by an older version)"
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("fingerprint %s: %v", path, pathErr(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() > maxFingerprint {
+		return nil, fmt.Sprintf("fingerprint %s is not one this tool writes", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFingerprint+1))
+	if err != nil {
+		return nil, fmt.Sprintf("fingerprint %s: %v", path, pathErr(err))
+	}
+	var got Fingerprint
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil || len(data) > maxFingerprint {
+		return nil, fmt.Sprintf("fingerprint %s is not one this tool writes", path)
+	}
+	return &got, ""
+}
+
+// Changes names what differs between the fingerprint old outputs were
+// made with and the one a run would make them with now, in words
+// ("seed", "the voice prompt"); nil when they are the same.
+func (f *Fingerprint) Changes(old *Fingerprint) []string {
+	var c []string
+	add := func(differ bool, what string) {
+		if differ {
+			c = append(c, what)
+		}
+	}
+	add(old.Version != f.Version, "pp-offline's version")
+	add(old.Input != f.Input, "the input")
+	add(old.Voice != f.Voice, "the voice prompt")
+	add(old.TextPrompt != f.TextPrompt, "the text prompt")
+	add(old.Seed != f.Seed, "seed")
+	add(old.Greedy != f.Greedy, "greedy")
+	add(old.TempAudio != f.TempAudio, "temp_audio")
+	add(old.TempText != f.TempText, "temp_text")
+	add(old.TopKAudio != f.TopKAudio, "topk_audio")
+	add(old.TopKText != f.TopKText, "topk_text")
+	add(old.OutputFormat != f.OutputFormat, "output_format")
+	add(old.OutputTextFormat != f.OutputTextFormat, "output_text_format")
+	add(old.Model != f.Model, "the model file (--moshi-weight)")
+	add(old.Mimi != f.Mimi, "the codec file (--mimi-weight)")
+	add(old.Tokenizer != f.Tokenizer, "the tokenizer")
+	add(old.Config != f.Config, "the model config")
+	add(old.Weights != f.Weights, "--weights")
+	add(old.Compute != f.Compute, "--compute-dtype")
+	return c
+}
+
+// Stale says why an item whose outputs are complete must be redone with
+// the fingerprint want ("" when its outputs were made by it): "seed
+// changed", "no fingerprint (written by an older version)".
+func Stale(it *Item, want *Fingerprint) string {
+	old, why := ReadFingerprint(FingerprintPath(it.OutputWAV))
+	if old == nil {
+		return why
+	}
+	if c := want.Changes(old); len(c) > 0 {
+		return strings.Join(c, ", ") + " changed"
+	}
+	return ""
+}
+
+// RedoLines words the reasons items are redone for the log: one line an
+// item, or for a reason shared by more than perReason items one line
+// with a count and the first of them. redo maps an item's name to why.
+func RedoLines(names []string, why map[string]string, perReason int) []string {
+	perReason = max(perReason, 1)
+	byReason := map[string][]string{}
+	var reasons []string
+	for _, n := range names {
+		r := why[n]
+		if _, ok := byReason[r]; !ok {
+			reasons = append(reasons, r)
+		}
+		byReason[r] = append(byReason[r], n)
+	}
+	sort.SliceStable(reasons, func(a, b int) bool { return len(byReason[reasons[a]]) < len(byReason[reasons[b]]) })
+	var lines []string
+	for _, r := range reasons {
+		ns := byReason[r]
+		if len(ns) <= perReason {
+			for _, n := range ns {
+				lines = append(lines, fmt.Sprintf("redoing %s: %s", n, r))
+			}
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("redoing %d items: %s (%s, %s, …)", len(ns), r, ns[0], ns[1]))
+	}
+	return lines
+}
