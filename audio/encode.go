@@ -106,3 +106,45 @@ func putHeader(h []byte, riffSize uint32, tag uint16, bits int, rate, bytesPerSa
 	h = le.AppendUint16(h, uint16(bits))
 	return append(h, ext...)
 }
+
+// EncodeMix writes a conversation as a stereo 16-bit PCM WAV with a 44-byte
+// header: user on the left, agent on the right (the same length). The
+// agent's samples are converted as EncodePCM16 converts them (so the right
+// channel equals the agent's WAV); the user's are rounded from x·32768, so
+// that samples read from a 16-bit input come back exactly.
+func EncodeMix(w io.Writer, user, agent []float32, rate int) error {
+	if len(user) != len(agent) {
+		return fmt.Errorf("wav: channels of different lengths (%d and %d)", len(user), len(agent))
+	}
+	n := int64(len(user))
+	if err := checkHeader(n*4, 36, rate, 4); err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	h := putHeader(make([]byte, 0, 44), uint32(36+4*n), 1, 16, rate, 4, nil)
+	binary.LittleEndian.PutUint16(h[22:], 2) // channels
+	h = append(h, "data"...)
+	h = binary.LittleEndian.AppendUint32(h, uint32(4*n))
+	if _, err := bw.Write(h); err != nil {
+		return err
+	}
+	var b [4]byte
+	for i := range user {
+		binary.LittleEndian.PutUint16(b[:], uint16(pcm16Round(user[i])))
+		binary.LittleEndian.PutUint16(b[2:], uint16(pcm16(agent[i])))
+		if _, err := bw.Write(b[:]); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// pcm16Round is x·32768 rounded to the nearest int16 (clamped; NaN as 0):
+// the inverse of reading a 16-bit sample as v/32768.
+func pcm16Round(x float32) int16 {
+	if x != x {
+		return 0
+	}
+	v := math.Round(float64(x) * 32768)
+	return int16(max(-32768, min(32767, v)))
+}

@@ -16,11 +16,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	ucli "github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/hub"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/job"
@@ -80,6 +82,8 @@ func mainFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "output-wav", Usage: "agent audio to write (WAV; 16-bit PCM, within 1 LSB of the reference's on its fixtures, not bit-identical)"},
 		&ucli.StringFlag{Name: "output-text", Usage: "agent text to write (JSON; the reference's tokens exactly)"},
 		&ucli.StringFlag{Name: "text-prompt", Value: defaultTextPrompt, Usage: "role text prompt (\"\" = none)"},
+		&ucli.StringFlag{Name: "text-prompt-file", Usage: "read the role text prompt from this UTF-8 file (at most 1 MiB; one final newline dropped) instead of --text-prompt"},
+		&ucli.StringFlag{Name: "output-mix", Usage: "also write the conversation as a stereo 16-bit WAV: the user (input, at 24 kHz) left, the agent right, the output's length"},
 		&ucli.StringFlag{Name: "voice-prompt", Usage: "voice prompt: a basename inside --voice-prompt-dir, or a path (.pt = saved embeddings, else audio)"},
 		&ucli.StringFlag{Name: "voice-prompt-dir", Usage: "directory of voice prompts (default: voices/ extracted from voices.tgz of --hf-repo)"},
 		&ucli.Float64Flag{Name: "temp-audio", Value: 0.8, Usage: "audio sampling temperature (>= 0; 0: argmax)"},
@@ -88,7 +92,7 @@ func mainFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "topk-text", Value: 25, Usage: "text top-k sampling (>= 1)"},
 		&ucli.BoolFlag{Name: "greedy", Usage: "disable sampling (argmax decoding)"},
 		&ucli.Int64Flag{Name: "seed", Value: -1, Usage: "seed for sampling (-1: draw one and log it)"},
-		&ucli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output WAV encoding: pcm16 (as the reference) or float32 (lossless)"},
+		&ucli.StringFlag{Name: "output-format", Value: "pcm16", Usage: "output audio encoding: pcm16 (a WAV as the reference's), float32 (an IEEE-float WAV, lossless) or flac (16-bit FLAC, the pcm16 samples losslessly)"},
 		&ucli.StringFlag{Name: "output-text-format", Value: "list", Usage: "list (the reference's JSON list of pieces) or rich (object with text and per-frame tokens)"},
 		&ucli.StringFlag{Name: "gpu-memory", Usage: "device memory pp-offline may allocate on the GPU, and the --cpu-offload plan is made for, e.g. 8GiB (B, KiB, MiB, GiB, KB, MB, GB; default: the free device memory; see pp-offline plan)"},
 		&ucli.StringFlag{Name: "host-memory", Usage: "host memory the --cpu-offload plan may use (default: unlimited)"},
@@ -258,16 +262,29 @@ func runMain(c *ucli.Context) error {
 	}
 	log := newLogger(c)
 	outFormat := c.String("output-format")
-	if outFormat != "pcm16" && outFormat != "float32" {
-		return usageErrorf("--output-format must be pcm16 or float32, not %q", outFormat)
+	if outFormat != "pcm16" && outFormat != "float32" && outFormat != "flac" {
+		return usageErrorf("--output-format must be pcm16, float32 or flac, not %q", outFormat)
+	}
+	if c.IsSet("text-prompt") && c.IsSet("text-prompt-file") {
+		return usageErrorf("--text-prompt and --text-prompt-file exclude each other: give one")
 	}
 	textFormat := c.String("output-text-format")
 	if textFormat != "list" && textFormat != "rich" {
 		return usageErrorf("--output-text-format must be list or rich, not %q", textFormat)
 	}
 	// Check outputs and inputs before loading anything, so a typo costs nothing.
-	for _, name := range []string{"output-wav", "output-text"} {
+	for _, name := range []string{"output-wav", "output-text", "output-mix"} {
+		if name == "output-mix" && c.String(name) == "" {
+			continue
+		}
 		if err := checkOutputPath(c.String(name)); err != nil {
+			return err
+		}
+	}
+	textPrompt := c.String("text-prompt")
+	if p := c.String("text-prompt-file"); p != "" {
+		var err error
+		if textPrompt, err = readTextPrompt(p); err != nil {
 			return err
 		}
 	}
@@ -296,7 +313,14 @@ func runMain(c *ucli.Context) error {
 	// Nothing the run reads may be written over, and no other run may be
 	// writing the same outputs (it would mix them).
 	outputs := []string{c.String("output-wav"), c.String("output-text")}
-	if err := checkOutputs(outputs, []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
+	if m := c.String("output-mix"); m != "" {
+		outputs = append(outputs, m)
+	}
+	inputs := []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}
+	if p := c.String("text-prompt-file"); p != "" {
+		inputs = append(inputs, p)
+	}
+	if err := checkOutputs(outputs, inputs); err != nil {
 		return err
 	}
 	lock, err := fileio.LockOutputs(outputs...)
@@ -304,7 +328,7 @@ func runMain(c *ucli.Context) error {
 		return err
 	}
 	defer lock.Unlock()
-	opts.TextPrompt = c.String("text-prompt")
+	opts.TextPrompt = textPrompt
 	opts.Greedy = c.Bool("greedy")
 	opts.TempAudio, opts.TempText = c.Float64("temp-audio"), c.Float64("temp-text")
 	opts.TopKAudio, opts.TopKText = c.Int("topk-audio"), c.Int("topk-text")
@@ -327,15 +351,104 @@ func runMain(c *ucli.Context) error {
 		}
 		return err
 	}
-	wav, text, err := encodeOutputs(res, outFormat, textFormat)
+	files, err := mainOutputs(c, res, outFormat, textFormat)
 	if err != nil {
 		return err
 	}
-	if err := fileio.WriteAllAtomic(fileio.File{Path: c.String("output-wav"), Data: wav}, fileio.File{Path: c.String("output-text"), Data: text}); err != nil {
+	if err := fileio.WriteAllAtomic(files...); err != nil {
 		return err
 	}
 	log.Infof("wrote %s (%d samples) and %s (%d frames)", c.String("output-wav"), len(res.PCM), c.String("output-text"), len(res.Pieces))
+	if len(files) > 2 {
+		log.Infof("wrote %s (stereo: the user left, the agent right)", files[2].Path)
+	}
 	return nil
+}
+
+// mainOutputs encodes the main job's outputs: the agent's audio, the
+// transcript and, with --output-mix, the stereo mix.
+func mainOutputs(c *ucli.Context, res *job.Result, outFormat, textFormat string) ([]fileio.File, error) {
+	wav, err := encodeAudio(res.PCM, res.SampleRate, outFormat)
+	if err != nil {
+		return nil, err
+	}
+	_, text, err := encodeOutputs(&job.Result{SampleRate: res.SampleRate, FrameRate: res.FrameRate, Pieces: res.Pieces, TextTokens: res.TextTokens}, "pcm16", textFormat)
+	if err != nil {
+		return nil, err
+	}
+	files := []fileio.File{{Path: c.String("output-wav"), Data: wav}, {Path: c.String("output-text"), Data: text}}
+	if m := c.String("output-mix"); m != "" {
+		mix, err := encodeMix(c.String("input-wav"), res)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, fileio.File{Path: m, Data: mix})
+	}
+	return files, nil
+}
+
+// encodeAudio encodes the agent's samples in an --output-format: pcm16
+// (the reference's WAV), float32 (IEEE-float WAV) or flac (16-bit FLAC of
+// the pcm16 samples).
+func encodeAudio(pcm []float32, rate int, format string) ([]byte, error) {
+	var b bytes.Buffer
+	var err error
+	switch format {
+	case "float32":
+		err = audio.EncodeFloat32(&b, pcm, rate)
+	case "flac":
+		err = audio.EncodeFLAC16(&b, [][]float32{pcm}, rate)
+	default:
+		err = audio.EncodePCM16(&b, pcm, rate)
+	}
+	return b.Bytes(), err
+}
+
+// encodeMix is the --output-mix file: a stereo 16-bit WAV of the user's
+// input (its first channel at the output's rate, as the job reads it; a
+// 16-bit 24 kHz input's samples exactly) on the left and the agent (the
+// output WAV's samples) on the right, as long as the agent's output.
+func encodeMix(input string, res *job.Result) ([]byte, error) {
+	user, err := audio.LoadMono(input, res.SampleRate)
+	if err != nil {
+		return nil, err
+	}
+	left := make([]float32, len(res.PCM))
+	copy(left, user)
+	var b bytes.Buffer
+	if err := audio.EncodeMix(&b, left, res.PCM, res.SampleRate); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// maxTextPromptFile bounds --text-prompt-file before it is read.
+const maxTextPromptFile = 1 << 20
+
+// readTextPrompt reads a --text-prompt-file: a regular file of at most
+// 1 MiB of UTF-8 text; one final newline (\n or \r\n) is dropped, as an
+// editor adds it.
+func readTextPrompt(path string) (string, error) {
+	if err := checkReadable(path); err != nil {
+		return "", err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", path, fileio.PathErr(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxTextPromptFile+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", path, err)
+	}
+	if len(data) > maxTextPromptFile {
+		return "", fmt.Errorf("%s: a text prompt of more than 1 MiB (a text prompt is a few sentences)", path)
+	}
+	if !utf8.Valid(data) {
+		return "", fmt.Errorf("%s: not UTF-8 text (a text prompt file is read as UTF-8)", path)
+	}
+	s := strings.TrimSuffix(string(data), "\n")
+	return strings.TrimSuffix(s, "\r"), nil
 }
 
 // jobOptions resolves the model files, config and device shared by every

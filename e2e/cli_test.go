@@ -36,7 +36,7 @@ func TestUsageErrors(t *testing.T) {
 		{with("--topk-text", "0"), "pp-offline: --topk-text must be >= 1, not 0"},
 		{with("--topk-audio", "-5"), "pp-offline: --topk-audio must be >= 1, not -5"},
 		{with("--seed", "-2"), "pp-offline: --seed must be >= 0 (or -1: draw one), not -2"},
-		{with("--output-format", "mp3"), "--output-format must be pcm16 or float32"},
+		{with("--output-format", "mp3"), "--output-format must be pcm16, float32 or flac"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := run(t, tc.args...)

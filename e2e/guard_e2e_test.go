@@ -332,7 +332,7 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 		}, code: 1, want: ""},
 		{name: "download unexpected argument", args: func(dir, out string) []string {
 			return []string{"download", "extra"}
-		}, code: 1, want: "unexpected argument"},
+		}, code: 2, want: "unexpected argument"}, // a usage error, as README says for every command
 	}
 	badCaseEnv["download offline, empty cache"] = []string{"HF_HUB_OFFLINE=1", "HF_HOME=" + filepath.Join(src, "hf-empty")}
 	return cases
