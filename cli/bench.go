@@ -66,8 +66,8 @@ func runBench(c *ucli.Context) error {
 	case c.Int("threads") > maxThreads:
 		return usageErrorf("--threads must be at most %d, not %d", maxThreads, c.Int("threads"))
 	}
-	if err := job.CheckWeights(c.String("weights")); err != nil {
-		return fmt.Errorf("--weights: %v", err)
+	if err := checkWeightsFlag("weights", c.String("weights")); err != nil {
+		return err
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
 	dev, err := deviceFlags(c, log)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -61,6 +62,10 @@ func runPlan(c *ucli.Context) error {
 	}
 	out, err := makePlan(c)
 	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			return usageErrorf("plan: %s", ue.msg) // exit 2, as every bad flag value
+		}
 		return fmt.Errorf("plan: %w", err)
 	}
 	if c.Bool("json") {
@@ -97,7 +102,7 @@ func makePlan(c *ucli.Context) (*planOutput, error) {
 	size := func(flag string) (int64, error) {
 		n, err := offload.ParseSize(c.String(flag))
 		if err != nil {
-			return 0, fmt.Errorf("--%s: %w", flag, err)
+			return 0, usageErrorf("--%s: %v", flag, err)
 		}
 		return n, nil
 	}

@@ -25,8 +25,8 @@ func init() {
 }
 
 func runQuantize(c *ucli.Context) error {
-	if err := job.CheckWeights(c.String("format")); err != nil {
-		return fmt.Errorf("--format: %v", err)
+	if err := checkWeightsFlag("format", c.String("format")); err != nil {
+		return err
 	}
 	if err := checkReadable(c.String("moshi-weight")); err != nil {
 		return err

@@ -42,10 +42,14 @@ func runVoice(c *ucli.Context) error {
 	}
 	// Checked here rather than with Required, which makes urfave/cli print
 	// the whole help before the error.
+	var missing []string
 	for _, n := range []string{"input-wav", "output"} {
 		if c.String(n) == "" {
-			return usageErrorf("voice: missing required flag --%s (see pp-offline voice --help)", n)
+			missing = append(missing, "--"+n)
 		}
+	}
+	if len(missing) > 0 {
+		return missingFlags("voice", missing)
 	}
 	out := c.String("output")
 	if !strings.EqualFold(filepath.Ext(out), ".pt") {

@@ -84,3 +84,23 @@ func TestHelpCommand(t *testing.T) {
 		}
 	}
 }
+
+// The other commands' bad values and missing flags exit 2 the same way.
+func TestOtherCommandsUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"voice"}, "pp-offline: voice: missing required flags --input-wav, --output (see pp-offline voice --help)"},
+		{[]string{"bench", "--weights", "q2"}, `pp-offline: --weights: unknown weight format "q2"`},
+		{[]string{"quantize", "--format", "q2", "--moshi-weight", "testdata/tiny/model.safetensors", "--output", "x.st"}, `pp-offline: --format: unknown weight format "q2"`},
+		{[]string{"plan", "--gpu-memory", "banana"}, `pp-offline: plan: --gpu-memory: size "banana"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, stderr, code := run(t, tc.args...)
+			if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "--help)") {
+				t.Fatalf("exit %d, stderr %q; want %d and one line containing %q and a hint", code, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+}
