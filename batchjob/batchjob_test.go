@@ -187,6 +187,22 @@ func TestShards(t *testing.T) {
 		{"", 0, env("JOB_COMPLETION_INDEX", "1"), "error"},
 		{"", 2, env("JOB_COMPLETION_INDEX", "2"), "error"},
 		{"", 2, env(), "error"},
+		// --shard-count with a Slurm array: the task id is the shard, so
+		// reruns of one task or of a sparse set run the original shards.
+		{"", 4, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_MAX", "2", "SLURM_ARRAY_TASK_COUNT", "1"), "2/4"},
+		{"", 4, env("SLURM_ARRAY_TASK_ID", "3", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "2"), "3/4"},
+		{"", 4, env("SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "2"), "1/4"},
+		{"", 4, env("SLURM_ARRAY_TASK_ID", "0", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "4"), "0/4"},
+		{"", 4, env("SLURM_ARRAY_TASK_ID", "4", "SLURM_ARRAY_TASK_MIN", "4", "SLURM_ARRAY_TASK_MAX", "4", "SLURM_ARRAY_TASK_COUNT", "1"), "error"},
+		{"", 4, env("SLURM_ARRAY_TASK_ID", "-1"), "error"},
+		{"0/4", 4, env("SLURM_ARRAY_TASK_ID", "0"), "error"},
+		// Without it: a whole dense array as before; a one-task rerun or a
+		// sparse array is refused (its count is not the original's).
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_MAX", "2", "SLURM_ARRAY_TASK_COUNT", "1"), "error"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "3", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "2"), "error"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "3", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "2", "SLURM_ARRAY_TASK_STEP", "2"), "1/2"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "0", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "0", "SLURM_ARRAY_TASK_COUNT", "1"), "0/1"},
+		{"", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "4"), "2/4"},
 	} {
 		s, err := FindShard(c.flag, c.count, c.env)
 		got := s.String()

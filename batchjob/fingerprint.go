@@ -4,13 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 )
 
 // A Fingerprint records what made an item's outputs, so that a rerun
@@ -95,28 +95,20 @@ const maxFingerprint = 64 << 10
 // ReadFingerprint reads the fingerprint at path; nil, with why, when
 // there is none or it cannot be read as one (the outputs are then redone).
 func ReadFingerprint(path string) (fp *Fingerprint, why string) {
-	// Without blocking (a named pipe left there waits for a writer), only a
-	// regular file, bounded.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if os.IsNotExist(err) {
+	data, err := readOutput(path, maxFingerprint)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "no fingerprint (written by an older version)"
 	}
-	if err != nil {
-		return nil, fmt.Sprintf("fingerprint %s: %v", path, pathErr(err))
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() > maxFingerprint {
+	if errors.Is(err, errNotOurs) {
 		return nil, fmt.Sprintf("fingerprint %s is not one this tool writes", path)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFingerprint+1))
 	if err != nil {
-		return nil, fmt.Sprintf("fingerprint %s: %v", path, pathErr(err))
+		return nil, "fingerprint " + err.Error()
 	}
 	var got Fingerprint
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&got); err != nil || len(data) > maxFingerprint {
+	if err := dec.Decode(&got); err != nil {
 		return nil, fmt.Sprintf("fingerprint %s is not one this tool writes", path)
 	}
 	return &got, ""

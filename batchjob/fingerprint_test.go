@@ -139,3 +139,45 @@ func TestGraceFits(t *testing.T) {
 		}
 	}
 }
+
+// --input-dir by content: what accept takes is an item whatever its name;
+// the rest is listed as skipped (hidden files aside); by extension without
+// accept, as before.
+func TestListDirAccept(t *testing.T) {
+	in, out := t.TempDir(), t.TempDir()
+	for name, data := range map[string]string{"a.flac": "fLaC....", "b.mp3": "ID3.....", "c.wav": "RIFF....", "d.txt": "notes", "e.ogg": "OggS....", ".hidden": "fLaC"} {
+		os.WriteFile(filepath.Join(in, name), []byte(data), 0o644)
+	}
+	syscall.Mkfifo(filepath.Join(in, "f.wav"), 0o644)
+	def := Settings{VoicePrompt: "V.pt", OutputFormat: "pcm16", OutputTextFormat: "list"}
+	accept := func(h []byte) bool {
+		for _, m := range []string{"fLaC", "ID3", "RIFF", "OggS"} {
+			if strings.HasPrefix(string(h), m) {
+				return true
+			}
+		}
+		return false
+	}
+	items, skipped, err := ListDirAccept(in, out, false, def, accept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range items {
+		got = append(got, filepath.Base(it.InputWAV)+">"+filepath.Base(it.OutputWAV))
+	}
+	if strings.Join(got, " ") != "a.flac>a.wav b.mp3>b.wav c.wav>c.wav e.ogg>e.wav" || strings.Join(skipped, " ") != "d.txt f.wav" {
+		t.Fatalf("items %v, skipped %v", got, skipped)
+	}
+	items, skipped, _ = ListDirAccept(in, out, false, def, nil)
+	if len(items) != 1 || len(skipped) != 5 {
+		t.Fatalf("by extension: %d items, skipped %v", len(items), skipped)
+	}
+	if s := SkippedList(skipped, 3); s != "5 files (a.flac, b.mp3, d.txt, …)" {
+		t.Fatalf("%q", s)
+	}
+	os.Remove(filepath.Join(in, "c.wav"))
+	if _, _, err := ListDirAccept(in, out, false, def, func([]byte) bool { return false }); err == nil || !strings.Contains(err.Error(), "no audio files the reader takes") || !strings.Contains(err.Error(), "skipped: 5 files") {
+		t.Fatalf("none: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/pp-offline/pp-offline/internal/fileio"
 )
@@ -401,25 +402,40 @@ func pathErr(err error) error {
 	return err
 }
 
-// audioExts are the extensions --input-dir takes (the audio package reads WAV).
+// audioExts are the extensions --input-dir takes when it is given no
+// content check (ListDirAccept with accept nil).
 var audioExts = map[string]bool{".wav": true, ".wave": true}
 
-// ListDir makes an item of every WAV file in inputDir (with recursive, in
-// its subfolders too, but never inside outputDir), sorted by path; the
-// outputs are outputDir/<relative path without extension>.wav and .json.
+// HeadLen is how many leading bytes of a file ListDirAccept's accept gets.
+const HeadLen = 64
+
+// ListDir is ListDirAccept by extension (.wav, .wave), without the list of
+// skipped files.
 func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item, error) {
+	items, _, err := ListDirAccept(inputDir, outputDir, recursive, def, nil)
+	return items, err
+}
+
+// ListDirAccept makes an item of every audio file in inputDir (with
+// recursive, in its subfolders too, but never inside outputDir), sorted
+// by path; the outputs are outputDir/<relative path without
+// extension>.wav and .json. A file is audio when accept takes its first
+// HeadLen bytes (by content: the audio reader's own sniffing), or, with
+// accept nil, by its extension. skipped lists the other files (hidden
+// ones and folders not walked aside), sorted.
+func ListDirAccept(inputDir, outputDir string, recursive bool, def Settings, accept func(head []byte) bool) (items []*Item, skipped []string, err error) {
 	st, err := os.Stat(inputDir)
 	if err != nil {
-		return nil, fmt.Errorf("--input-dir %s: %v", inputDir, pathErr(err))
+		return nil, nil, fmt.Errorf("--input-dir %s: %v", inputDir, pathErr(err))
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("--input-dir %s: not a directory", inputDir)
+		return nil, nil, fmt.Errorf("--input-dir %s: not a directory", inputDir)
 	}
 	if def.VoicePrompt == "" {
-		return nil, errors.New("missing required flag --voice-prompt (with --input-dir)")
+		return nil, nil, errors.New("missing required flag --voice-prompt (with --input-dir)")
 	}
 	if msg := checkFormats(&def); msg != "" {
-		return nil, CheckDefaults(def)
+		return nil, nil, CheckDefaults(def)
 	}
 	// The output folder is never descended into, however it is reached (a
 	// link inside the input folder, another path to it): compared by
@@ -449,22 +465,31 @@ func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item,
 			}
 			return nil
 		}
-		if !audioExts[strings.ToLower(filepath.Ext(p))] || strings.HasPrefix(d.Name(), ".") {
+		if strings.HasPrefix(d.Name(), ".") {
 			return nil
+		}
+		r, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if len(skipped) == MaxItems {
+			return fmt.Errorf("--input-dir %s: more than %d files that are not audio", inputDir, MaxItems)
 		}
 		if !d.Type().IsRegular() {
 			// A link is taken when it leads to a regular file (stat after
 			// resolving it: a link to a named pipe would block the job).
 			if d.Type()&fs.ModeSymlink == 0 {
+				skipped = append(skipped, r)
 				return nil
 			}
 			if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+				skipped = append(skipped, r)
 				return nil
 			}
 		}
-		r, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
+		if !isAudio(p, accept) {
+			skipped = append(skipped, r)
+			return nil
 		}
 		if len(rels) == MaxItems {
 			return fmt.Errorf("--input-dir %s: more than %d audio files", inputDir, MaxItems)
@@ -473,21 +498,54 @@ func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item,
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	sort.Strings(skipped)
 	if len(rels) == 0 {
 		how := ""
 		if !recursive {
 			how = " (subfolders are read with --recursive)"
 		}
-		return nil, fmt.Errorf("--input-dir %s: no .wav files%s", inputDir, how)
+		what := "audio files the reader takes"
+		if accept == nil {
+			what = ".wav files"
+		}
+		if len(skipped) > 0 {
+			how += "; skipped: " + SkippedList(skipped, 3)
+		}
+		return nil, nil, fmt.Errorf("--input-dir %s: no %s%s", inputDir, what, how)
 	}
 	sort.Strings(rels)
-	items := make([]*Item, len(rels))
+	items = make([]*Item, len(rels))
 	for i, r := range rels {
 		stem := strings.TrimSuffix(r, filepath.Ext(r))
 		items[i] = &Item{Index: i, InputWAV: filepath.Join(inputDir, r), Settings: def,
 			OutputWAV: filepath.Join(outputDir, stem+".wav"), OutputText: filepath.Join(outputDir, stem+".json")}
 	}
-	return items, nil
+	return items, skipped, nil
+}
+
+// isAudio: accept on the file's first HeadLen bytes (read without
+// blocking), else the extension.
+func isAudio(p string, accept func([]byte) bool) bool {
+	if accept == nil {
+		return audioExts[strings.ToLower(filepath.Ext(p))]
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, HeadLen)
+	n, _ := io.ReadFull(f, head)
+	return n > 0 && accept(head[:n])
+}
+
+// SkippedList words skipped files for a log line: every one up to first,
+// else a count and the first ones.
+func SkippedList(skipped []string, first int) string {
+	if len(skipped) <= first {
+		return strings.Join(skipped, ", ")
+	}
+	return fmt.Sprintf("%d files (%s, …)", len(skipped), strings.Join(skipped[:first], ", "))
 }

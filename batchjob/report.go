@@ -3,8 +3,12 @@ package batchjob
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pp-offline/pp-offline/internal/fileio"
@@ -134,7 +138,9 @@ func CheckReportShard(path string, s Shard) error {
 	if s.Count <= 1 {
 		return nil
 	}
-	data, err := fileio.ReadFileLimit(path, 256<<20)
+	// Read as one of our outputs, not registered as an input (that would
+	// make the guard refuse to write this shard's report over it).
+	data, err := readOutput(path, 256<<20)
 	if err != nil {
 		return nil
 	}
@@ -146,3 +152,31 @@ func CheckReportShard(path string, s Shard) error {
 	}
 	return fmt.Errorf("--report %s holds the report of shard %s, this is shard %s: give each shard its own report file (e.g. report-$SLURM_ARRAY_TASK_ID.json), or one shard's report replaces another's", path, r.Shard, s)
 }
+
+// readOutput reads one of the job's own output files (a report, a
+// fingerprint) to decide about it, without registering it as an input:
+// opened without blocking, only a regular file, at most limit bytes.
+func readOutput(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, pathErr(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, pathErr(err))
+	}
+	if !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, errNotOurs
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, pathErr(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, errNotOurs
+	}
+	return data, nil
+}
+
+var errNotOurs = errors.New("not a file this tool writes")

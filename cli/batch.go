@@ -57,7 +57,7 @@ func batchFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "report", Usage: "write a JSON summary (per item: status, reason, frames, seconds, seed) here, also when interrupted"},
 		&ucli.StringFlag{Name: "shard", Usage: "run items whose index ≡ i (mod n), as i/n (default: from a Slurm array or a Kubernetes Indexed Job, else all)"},
 		&ucli.DurationFlag{Name: "grace", Value: batchjob.DefaultGrace, Usage: "on a first SIGINT/SIGTERM, no new items start and the conversations in flight finish if the measured speed says they can within this time (default fits Slurm's --signal=B:TERM@120; 0: stop at once); a second signal stops at once"},
-		&ucli.IntFlag{Name: "shard-count", Usage: "shards of a Kubernetes Indexed Job (with JOB_COMPLETION_INDEX; default $" + batchjob.ShardEnv + ")"},
+		&ucli.IntFlag{Name: "shard-count", Usage: "the number of shards: of a Slurm array (the task id is the shard, so reruns of some tasks run their shards) or a Kubernetes Indexed Job (with JOB_COMPLETION_INDEX; default $" + batchjob.ShardEnv + ")"},
 	)
 }
 
@@ -117,7 +117,13 @@ func runBatch(c *ucli.Context) error {
 	} else if outDir == "" {
 		err = errors.New("--input-dir needs --output-dir")
 	} else {
-		items, err = batchjob.ListDir(inDir, outDir, c.Bool("recursive"), def)
+		// By extension until the audio package exports its sniffing (then:
+		// accept = the reader takes the file's first bytes).
+		var skipped []string
+		items, skipped, err = batchjob.ListDirAccept(inDir, outDir, c.Bool("recursive"), def, nil)
+		if err == nil && len(skipped) > 0 {
+			log.Infof("--input-dir: skipping %s (not audio the reader takes)", batchjob.SkippedList(skipped, 5))
+		}
 	}
 	if err != nil {
 		return batchUsage{err}

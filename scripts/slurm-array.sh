@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# pp-offline batch as a Slurm job array: each array task runs one shard of
-# the manifest (pp-offline reads SLURM_ARRAY_TASK_ID / _MIN / _COUNT and
-# logs which shard it took). Rerunning the array resumes: items whose
-# outputs are complete are skipped.
+# pp-offline batch as a Slurm job array: array task i runs shard i of
+# PP_OFFLINE_SHARDS (--shard-count; keep it equal to the --array below) and
+# logs which shard it took. Rerunning resumes: items whose outputs are
+# complete and were made with the same settings are skipped. To rerun
+# some tasks only, submit those: `sbatch --array=2` or `--array=1,3` runs
+# the shards 2, or 1 and 3, of the original array.
 #
-#   sbatch --array=0-7 scripts/slurm-array.sh jobs.jsonl [pp-offline batch flags...]
+#   PP_OFFLINE_SHARDS=8 sbatch --array=0-7 scripts/slurm-array.sh jobs.jsonl [pp-offline batch flags...]
 #
 # Environment: PP_OFFLINE (the binary, default: pp-offline on PATH);
 # PP_OFFLINE_REPORT_DIR (default: the manifest's folder; each task writes
@@ -23,12 +25,15 @@ set -euo pipefail
 manifest=${1:?usage: sbatch --array=0-N scripts/slurm-array.sh jobs.jsonl [pp-offline batch flags]}
 shift
 bin=${PP_OFFLINE:-pp-offline}
+shards=${PP_OFFLINE_SHARDS:-4} # the tasks of the whole array: #SBATCH --array=0-3
 reports=${PP_OFFLINE_REPORT_DIR:-$(dirname "$manifest")}
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
 threads=()
 # Without a cgroup task plugin the CPUs given to the task are not enforced:
 # use what was asked for.
 if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then threads=(--threads "$SLURM_CPUS_PER_TASK"); fi
-# exec: pp-offline gets Slurm's SIGTERM (time limit, scancel) itself, finishes
-# no partial item, writes the report and exits 143.
-exec "$bin" batch --manifest "$manifest" --report "$reports/report-task${SLURM_ARRAY_TASK_ID:-0}.json" "${threads[@]}" "$@"
+# exec: pp-offline gets Slurm's SIGTERM (time limit, scancel) itself: no new
+# item starts, those in flight finish when they can within --grace (100 s
+# by default, for TERM@120), nothing is half-written, the report is written,
+# exit 143.
+exec "$bin" batch --manifest "$manifest" --shard-count "$shards" --report "$reports/report-task${SLURM_ARRAY_TASK_ID:-0}.json" "${threads[@]}" "$@"

@@ -5,13 +5,16 @@
 # slurmctld and slurmd with a minimal cgroup-free config in a temporary
 # folder, submits scripts/slurm-array.sh as a 3-task array over a manifest
 # of the tiny fixtures, waits, and checks every output exactly once and
-# byte-identical to a run of the main command. The daemons it started are
+# byte-identical to a run of the main command; then reruns one task
+# (--array=1) and a sparse set (--array=0,2) after removing their outputs,
+# which must run those shards of the original array alone, and a task
+# outside the array (--array=3), which must be refused. The daemons it started are
 # stopped by pid on exit. Run by .ci/run when PP_OFFLINE_SLURM_TEST=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 start=$(date +%s)
-deadline=$((start + 280))
+deadline=$((start + 400))
 
 if [ "$(id -u)" != 0 ]; then echo "test-slurm: needs root (apt-get, the Slurm daemons)" >&2; exit 1; fi
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null || ! command -v sbatch >/dev/null; then
@@ -127,7 +130,7 @@ model=(--config "$t/config.json" --moshi-weight "$t/model.safetensors" --mimi-we
 
 echo "test-slurm: sbatch --array=0-2 scripts/slurm-array.sh" >&2
 left=$((deadline - $(date +%s)))
-PP_OFFLINE=$work/pp-offline timeout "$left" sbatch --wait --array=0-2 --cpus-per-task=1 --mem=500M \
+PP_OFFLINE=$work/pp-offline PP_OFFLINE_SHARDS=3 timeout "$left" sbatch --wait --array=0-2 --cpus-per-task=1 --mem=500M \
   --output="$work/out/task-%a.log" --chdir="$work" scripts/slurm-array.sh "$job/jobs.jsonl" \
   --output-dir "$job/out" "${model[@]}" >"$work/sbatch.log" 2>&1 || { cat "$work/sbatch.log" >&2; exit 1; }
 cat "$work/sbatch.log" >&2
@@ -142,12 +145,51 @@ n=$(ls "$job/out" | wc -l)
 # Every item in exactly one report, as ok.
 oks=$(cat "$job"/report-task*.json | grep -c '"status": "ok"')
 [ "$oks" = 7 ] || fail "$oks ok items in the reports, want 7"
+mkdir -p "$work/single"
 for i in 0 1 2 3 4 5 6; do
   c=$(cat "$job"/report-task*.json | grep -c "\"input_wav\": \"$job/in$i.wav\"")
   [ "$c" = 1 ] || fail "in$i.wav in $c reports"
   "$work/pp-offline" --quiet --input-wav "$job/in$i.wav" --voice-prompt "${voices[$((i % 3))]}" --greedy "${model[@]}" \
-    --output-wav "$work/single.wav" --output-text "$work/single.json"
-  cmp -s "$work/single.wav" "$job/out/in$i.wav" || fail "in$i.wav differs from its single run"
-  cmp -s "$work/single.json" "$job/out/in$i.json" || fail "in$i.json differs from its single run"
+    --output-wav "$work/single/in$i.wav" --output-text "$work/single/in$i.json"
 done
-echo "test-slurm: PASS: 7 items over 3 array tasks, each output once and identical to single runs ($(( $(date +%s) - start )) s)" >&2
+same() { # every output identical to its single run
+  for i in 0 1 2 3 4 5 6; do
+    cmp -s "$work/single/in$i.wav" "$job/out/in$i.wav" || fail "$1: in$i.wav differs from its single run"
+    cmp -s "$work/single/in$i.json" "$job/out/in$i.json" || fail "$1: in$i.json differs from its single run"
+  done
+}
+same "the array"
+echo "test-slurm: 7 items over 3 array tasks, each output once and identical to single runs ($(( $(date +%s) - start )) s)" >&2
+
+# Reruns of some tasks (items i of shard i mod 3): each runs its own shard of the original 3.
+rerun() { # rerun ARRAY: sbatch --array=ARRAY, waited for
+  left=$((deadline - $(date +%s)))
+  PP_OFFLINE=$work/pp-offline PP_OFFLINE_SHARDS=3 timeout "$left" sbatch --wait --array="$1" --cpus-per-task=1 --mem=500M \
+    --output="$work/out/rerun-%a.log" --chdir="$work" scripts/slurm-array.sh "$job/jobs.jsonl" \
+    --output-dir "$job/out" "${model[@]}" >"$work/sbatch-rerun.log" 2>&1
+}
+ran() { # ran TASK ITEMS...: the task's log took its shard, its report has exactly these items, all ok
+  local a=$1; shift
+  grep -q "shard $a/3 (Slurm array task $a, --shard-count 3)" "$work/out/rerun-$a.log" || fail "rerun task $a did not take shard $a/3: $(cat "$work/out/rerun-$a.log")"
+  local n; n=$(grep -c '"status": "ok"' "$job/report-task$a.json")
+  [ "$n" = $# ] || fail "rerun task $a: $n ok items, want $#: $(cat "$job/report-task$a.json")"
+  for i in "$@"; do grep -q "\"input_wav\": \"$job/in$i.wav\"" "$job/report-task$a.json" || fail "rerun task $a did not run in$i.wav"; done
+}
+rm "$job"/out/in1.* "$job"/out/in4.*
+rerun 1 || { cat "$work/sbatch-rerun.log" >&2; fail "sbatch --array=1"; }
+ran 1 1 4
+same "the one-task rerun"
+rm "$job"/out/in0.* "$job"/out/in3.* "$job"/out/in6.* "$job"/out/in2.* "$job"/out/in5.*
+rm -f "$work"/out/rerun-*.log
+rerun 0,2 || { cat "$work/sbatch-rerun.log" >&2; fail "sbatch --array=0,2"; }
+ran 0 0 3 6
+ran 2 2 5
+[ ! -e "$work/out/rerun-1.log" ] || fail "the sparse rerun ran task 1"
+same "the sparse rerun"
+# A task outside the array is refused (exit 2), and writes nothing.
+if rerun 3; then fail "sbatch --array=3 succeeded"; fi
+grep -q "outside --shard-count 3" "$work/out/rerun-3.log" || fail "task 3 not refused: $(cat "$work/out/rerun-3.log")"
+[ ! -e "$job/report-task3.json" ] || fail "task 3 wrote a report"
+n=$(ls "$job/out" | wc -l)
+[ "$n" = 14 ] || fail "$n files in the output folder after the reruns, want 14"
+echo "test-slurm: PASS: 7 items over 3 array tasks, the one-task rerun (--array=1), the sparse rerun (--array=0,2) and the refused task 3 ($(( $(date +%s) - start )) s)" >&2
