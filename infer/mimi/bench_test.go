@@ -5,7 +5,9 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"math"
 	"runtime"
+	"sort"
 	"testing"
+	"time"
 
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/ops"
@@ -113,6 +115,101 @@ func BenchmarkCodecFrame(b *testing.B) {
 				d.DecodeFrame(e.EncodeFrame(pcm))
 			}
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/0.080, "x_realtime")
+		})
+	}
+}
+
+// perStreamEncode is Batch.Encode as it was before the SEANet layers were
+// batched: each stream's SEANet encoder and downsample alone, the
+// transformer once for all (the baseline of BenchmarkBatchCodec).
+func (b *Batch) perStreamEncode(encs []*Encoder, pcm [][]float32, out [][]int) {
+	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	for i, e := range encs {
+		e.checkFrame(pcm[i])
+		x, T := pcm[i], len(pcm[i])
+		for _, s := range e.steps {
+			x, T = s.forward(x, T)
+		}
+		e.seanetDone(x, T)
+		b.stages, b.xs = append(b.stages, e.tr), append(b.xs, e.seanet)
+	}
+	b.enc.forward(b.stages, b.xs, b.m.resample)
+	for i, e := range encs {
+		out[i] = append(out[i][:0], e.finish()...)
+	}
+	b.done()
+}
+
+// perStreamDecode is Batch.Decode with each stream's SEANet decoder alone.
+func (b *Batch) perStreamDecode(decs []*Decoder, codes [][]int, out [][]float32) {
+	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	for i, d := range decs {
+		d.upsample(codes[i])
+		b.stages, b.xs = append(b.stages, d.tr), append(b.xs, d.upsampled)
+	}
+	b.dec.forward(b.stages, b.xs, b.m.resample)
+	for i, d := range decs {
+		out[i] = d.finish()
+	}
+	b.done()
+}
+
+// BenchmarkBatchCodec encodes and decodes one frame of each of B streams
+// through a Batch (as the batch job does every step) with the real Mimi's
+// shapes on all CPUs. Each iteration runs the batched codec and, on a
+// second set of streams, the per-stream SEANet baseline, alternately, so
+// that a shared machine's load falls on both alike: ms_per_stream and
+// base_ms_per_stream are their costs per stream and frame, ratio their
+// quotient (medians over the iterations).
+func BenchmarkBatchCodec(b *testing.B) {
+	m := realRandomModel(b)
+	pcm := testSignal(16 * m.FrameSize())
+	for _, B := range []int{1, 4, 8, 16} {
+		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
+			type set struct {
+				bt   *Batch
+				encs []*Encoder
+				decs []*Decoder
+			}
+			mk := func() set {
+				s := set{m.NewBatch(), make([]*Encoder, B), make([]*Decoder, B)}
+				for i := range s.encs {
+					s.encs[i], s.decs[i] = m.NewEncoder(), m.NewDecoder()
+				}
+				return s
+			}
+			batched, base := mk(), mk()
+			in, codes, out := make([][]float32, B), make([][]int, B), make([][]float32, B)
+			for i := range in {
+				in[i] = pcm[i*m.FrameSize() : (i+1)*m.FrameSize()]
+			}
+			step := func(s set, perStream bool) time.Duration {
+				t0 := time.Now()
+				if perStream {
+					s.bt.perStreamEncode(s.encs, in, codes)
+					s.bt.perStreamDecode(s.decs, codes, out)
+				} else {
+					s.bt.Encode(s.encs, in, codes)
+					s.bt.Decode(s.decs, codes, out)
+				}
+				return time.Since(t0)
+			}
+			step(batched, false)
+			step(base, true)
+			var ts, tb []float64
+			b.ResetTimer()
+			for b.Loop() {
+				ts = append(ts, step(batched, false).Seconds())
+				tb = append(tb, step(base, true).Seconds())
+			}
+			med := func(v []float64) float64 {
+				sort.Float64s(v)
+				return v[len(v)/2]
+			}
+			ms, mb := med(ts)*1e3/float64(B), med(tb)*1e3/float64(B)
+			b.ReportMetric(ms, "ms_per_stream")
+			b.ReportMetric(mb, "base_ms_per_stream")
+			b.ReportMetric(ms/mb, "ratio")
 		})
 	}
 }

@@ -408,21 +408,25 @@ func (e *Encoder) Reset() {
 // [1, 1, FrameSize]) into NumCodebooks() codes. The returned slice belongs to
 // the encoder and is overwritten by the next call: copy it to keep it.
 func (e *Encoder) EncodeFrame(pcm []float32) []int {
-	e.seanetFrame(pcm)
-	e.run.forward([]*trStage{e.tr}, [][]float32{e.seanet}, e.m.resample)
-	return e.finish()
-}
-
-// seanetFrame runs the SEANet encoder on one frame.
-func (e *Encoder) seanetFrame(pcm []float32) {
-	m := e.m
-	if len(pcm) != m.frameSize {
-		panic(fmt.Sprintf("mimi: EncodeFrame got %d samples, a frame is %d", len(pcm), m.frameSize))
-	}
+	e.checkFrame(pcm)
 	x, T := pcm, len(pcm)
 	for _, s := range e.steps {
 		x, T = s.forward(x, T)
 	}
+	e.seanetDone(x, T)
+	e.run.forward([]*trStage{e.tr}, [][]float32{e.seanet}, e.m.resample)
+	return e.finish()
+}
+
+func (e *Encoder) checkFrame(pcm []float32) {
+	if len(pcm) != e.m.frameSize {
+		panic(fmt.Sprintf("mimi: EncodeFrame got %d samples, a frame is %d", len(pcm), e.m.frameSize))
+	}
+}
+
+// seanetDone keeps the SEANet encoder's output of a frame (T rows).
+func (e *Encoder) seanetDone(x []float32, T int) {
+	m := e.m
 	if T != m.resample {
 		panic(fmt.Sprintf("mimi: SEANet encoder gave %d steps for a frame, %d expected", T, m.resample))
 	}
@@ -431,12 +435,23 @@ func (e *Encoder) seanetFrame(pcm []float32) {
 
 // finish runs the downsample and the quantizer on the transformer's output.
 func (e *Encoder) finish() []int {
-	m := e.m
-	x, T := e.tr.out[:m.resample*m.dim], m.resample
-	e.trOut = x
+	x, T := e.transformed()
 	if e.down != nil {
 		x, T = e.down.forward(x, T)
 	}
+	return e.quantize(x, T)
+}
+
+// transformed is the transformer's output rows, kept as TransformerOut.
+func (e *Encoder) transformed() ([]float32, int) {
+	m := e.m
+	e.trOut = e.tr.out[:m.resample*m.dim]
+	return e.trOut, m.resample
+}
+
+// quantize codes the latent (T rows after the downsample: one).
+func (e *Encoder) quantize(x []float32, T int) []int {
+	m := e.m
 	if T != 1 {
 		panic(fmt.Sprintf("mimi: encoder gave %d latent frames for a frame, 1 expected", T))
 	}
@@ -527,49 +542,91 @@ func (d *Decoder) upsample(codes []int) {
 
 // finish runs the SEANet decoder on the transformer's output.
 func (d *Decoder) finish() []float32 {
-	m := d.m
-	x, T := d.tr.out[:m.resample*m.dim], m.resample
-	d.trOut = x
+	x, T := d.transformed()
 	for _, s := range d.steps {
 		x, T = s.forward(x, T)
 	}
-	if T != m.frameSize {
-		panic(fmt.Sprintf("mimi: decoder gave %d samples for a frame, %d expected", T, m.frameSize))
+	return d.done(x, T)
+}
+
+// transformed is the transformer's output rows, kept as TransformerOut.
+func (d *Decoder) transformed() ([]float32, int) {
+	m := d.m
+	d.trOut = d.tr.out[:m.resample*m.dim]
+	return d.trOut, m.resample
+}
+
+// done keeps the SEANet decoder's output of a frame (T samples).
+func (d *Decoder) done(x []float32, T int) []float32 {
+	if T != d.m.frameSize {
+		panic(fmt.Sprintf("mimi: decoder gave %d samples for a frame, %d expected", T, d.m.frameSize))
 	}
 	d.pcm = x[:T]
 	return d.pcm
 }
 
-// Batch encodes and decodes frames of many streams at once: the SEANet
-// convolutions run per stream, the transformers (the codec's largest weight
-// reads) once for all streams. Each stream's results are bit-identical to
-// its EncodeFrame / DecodeFrame. A Batch is used from one goroutine.
+// Batch encodes and decodes frames of many streams at once: every layer of
+// the codec runs once for all streams, the transformers (the codec's
+// largest weight reads) as one pass and the SEANet convolutions, the
+// downsample included, as batched products over all streams' rows (see
+// seanetBatch), each stream keeping its own streaming state. Each stream's
+// results are bit-identical to its EncodeFrame / DecodeFrame. A Batch is
+// used from one goroutine.
 type Batch struct {
 	m        *Model
 	enc, dec *trRunner
+	seanet   *seanetBatch
 	stages   []*trStage
 	xs       [][]float32
+	ts       []int
+	downs    []*convStage
 }
 
 // NewBatch prepares batched coding over m's backend.
 func (m *Model) NewBatch() *Batch {
-	return &Batch{m: m, enc: m.encTr.newRunner(m.be), dec: m.decTr.newRunner(m.be)}
+	return &Batch{m: m, enc: m.encTr.newRunner(m.be), dec: m.decTr.newRunner(m.be), seanet: newSeanetBatch(m.host)}
+}
+
+// rows sets b.xs and b.ts for n streams.
+func (b *Batch) rows(n int) {
+	b.xs, b.ts = at(b.xs, n), at(b.ts, n)
+}
+
+// done drops the references to the streams' buffers.
+func (b *Batch) done() {
+	clear(b.stages[:cap(b.stages)])
+	clear(b.xs[:cap(b.xs)])
+	clear(b.downs[:cap(b.downs)])
 }
 
 // Encode encodes pcm[i] (one frame) with encs[i]; out[i] receives a copy of
 // its codes.
 func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
-	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	m := b.m
+	b.rows(len(encs))
 	for i, e := range encs {
-		e.seanetFrame(pcm[i])
-		b.stages, b.xs = append(b.stages, e.tr), append(b.xs, e.seanet)
+		e.checkFrame(pcm[i])
+		b.xs[i], b.ts[i] = pcm[i], len(pcm[i])
 	}
-	b.enc.forward(b.stages, b.xs, b.m.resample)
+	b.seanet.run(len(encs), func(i int) []stage { return encs[i].steps }, b.xs, b.ts)
+	b.stages = b.stages[:0]
 	for i, e := range encs {
-		out[i] = append(out[i][:0], e.finish()...)
+		e.seanetDone(b.xs[i], b.ts[i])
+		b.stages, b.xs[i] = append(b.stages, e.tr), e.seanet
 	}
-	clear(b.stages[:cap(b.stages)])
-	clear(b.xs[:cap(b.xs)])
+	b.enc.forward(b.stages, b.xs, m.resample)
+	b.downs = b.downs[:0]
+	for i, e := range encs {
+		b.xs[i], b.ts[i] = e.transformed()
+		b.downs = append(b.downs, e.down)
+	}
+	if m.down != nil {
+		b.seanet.conv(b.downs, b.xs, b.ts)
+	}
+	for i, e := range encs {
+		out[i] = append(out[i][:0], e.quantize(b.xs[i], b.ts[i])...)
+	}
+	b.done()
 }
 
 // Decode decodes codes[i] (one frame) with decs[i] and returns each
@@ -581,11 +638,15 @@ func (b *Batch) Decode(decs []*Decoder, codes [][]int, out [][]float32) {
 		b.stages, b.xs = append(b.stages, d.tr), append(b.xs, d.upsampled)
 	}
 	b.dec.forward(b.stages, b.xs, b.m.resample)
+	b.rows(len(decs))
 	for i, d := range decs {
-		out[i] = d.finish()
+		b.xs[i], b.ts[i] = d.transformed()
 	}
-	clear(b.stages[:cap(b.stages)])
-	clear(b.xs[:cap(b.xs)])
+	b.seanet.run(len(decs), func(i int) []stage { return decs[i].steps }, b.xs, b.ts)
+	for i, d := range decs {
+		out[i] = d.done(b.xs[i], b.ts[i])
+	}
+	b.done()
 }
 
 // QuantizedLatent is the last frame's decoded latent (quantizer.decode), [Dimension()].

@@ -287,6 +287,18 @@ func input(e *ops.Engine, dst, x []float32, elu bool) {
 }
 
 func (s *convStage) forward(x []float32, T int) ([]float32, int) {
+	buf, n := s.load(x, T)
+	c := s.l.c
+	s.out = grow(s.out, n*c.Out)
+	c.Forward(s.e, s.out, buf, n, &s.sc)
+	s.advance(n)
+	return s.out, n
+}
+
+// load brings T input rows into the buffer (after the left padding of the
+// first input) and returns the buffer and the number of output rows the
+// convolution can give now; advance(n) must follow once they are computed.
+func (s *convStage) load(x []float32, T int) ([]float32, int) {
 	c := s.l.c
 	in := c.In
 	pad := 0
@@ -313,16 +325,21 @@ func (s *convStage) forward(x []float32, T int) ([]float32, int) {
 			clear(seg)
 		}
 	}
+	s.held = rows // until advance
 	n := 0
 	if span := c.Span(); rows >= span {
 		n = (rows-span)/c.Stride + 1
 	}
-	s.out = grow(s.out, n*c.Out)
-	c.Forward(s.e, s.out, buf, n, &s.sc)
+	return buf, n
+}
+
+// advance drops the input rows that n outputs have consumed for good.
+func (s *convStage) advance(n int) {
+	c := s.l.c
 	off := n * c.Stride
+	rows := s.held
 	s.held = rows - off
-	copy(buf, buf[off*in:])
-	return s.out, n
+	copy(s.buf[:rows*c.In], s.buf[off*c.In:rows*c.In])
 }
 
 // convTrLayer is StreamingConvTranspose1d. Run as a convolution over
@@ -355,10 +372,22 @@ func (l *convTrLayer) newConvTrStage(e *ops.Engine) *convTrStage {
 func (s *convTrStage) reset() { clear(s.buf[:(s.l.c.Window()-1)*s.l.c.In]) }
 
 func (s *convTrStage) forward(x []float32, T int) ([]float32, int) {
-	c := s.l.c
 	if T == 0 {
 		return s.out[:0], 0
 	}
+	buf := s.load(x, T)
+	c := s.l.c
+	ready := T * c.Stride
+	s.out = grow(s.out, ready*c.Out)
+	c.Forward(s.e, s.out, buf, T, &s.sc)
+	s.advance(T)
+	return s.out, ready
+}
+
+// load appends T > 0 input rows to the history and returns the buffer;
+// advance(T) must follow once the outputs are computed.
+func (s *convTrStage) load(x []float32, T int) []float32 {
+	c := s.l.c
 	in, h := c.In, c.Window()-1
 	rows := h + T
 	if cap(s.buf) < rows*in {
@@ -368,11 +397,14 @@ func (s *convTrStage) forward(x []float32, T int) ([]float32, int) {
 	}
 	buf := s.buf[:rows*in]
 	input(s.e, buf[h*in:], x[:T*in], s.l.elu)
-	ready := T * c.Stride
-	s.out = grow(s.out, ready*c.Out)
-	c.Forward(s.e, s.out, buf, T, &s.sc)
-	copy(buf, buf[T*in:])
-	return s.out, ready
+	return buf
+}
+
+// advance keeps the last Window()−1 of the h+T rows as the history.
+func (s *convTrStage) advance(T int) {
+	c := s.l.c
+	in, h := c.In, c.Window()-1
+	copy(s.buf[:h*in], s.buf[T*in:(h+T)*in])
 }
 
 // eluLayer is nn.ELU(alpha=1) on its own (SEANet always has a convolution
