@@ -207,6 +207,22 @@ func sniff(b []byte) kind {
 	return kindUnknown
 }
 
+// SniffLen is how many leading bytes Sniff looks at.
+const SniffLen = sniffLen
+
+// kindNames name the formats for Sniff.
+var kindNames = map[kind]string{
+	kindWAV: "WAV", kindFLAC: "FLAC", kindMP3: "MP3", kindVorbis: "Ogg Vorbis", kindOpus: "Ogg Opus",
+	kindOggFLAC: "Ogg FLAC", kindOggOther: "Ogg", kindMPEGOther: "MPEG audio layer I/II", kindAIFF: "AIFF",
+	kindMP4: "MP4/M4A", kindMatroska: "Matroska/WebM", kindADTS: "AAC (ADTS)", kindCAF: "CAF", kindAU: "AU", kindASF: "ASF/WMA",
+}
+
+// Sniff names the format the reader takes a file starting with head for
+// (its first SniffLen bytes, or all of a shorter file), natively or
+// through ffmpeg; "" when it is no audio format the reader knows. It
+// reads the content only, never a name, as the reader does.
+func Sniff(head []byte) string { return kindNames[sniff(head)] }
+
 // DecodeReaderAt decodes an audio file of the given size read through r
 // (any format Read takes); name is used in error messages.
 func DecodeReaderAt(r io.ReaderAt, size int64, name string) (*Clip, error) {

@@ -285,3 +285,23 @@ func TestFixtureReferencesAreFFmpegs(t *testing.T) {
 		}
 	}
 }
+
+// Sniff names what the reader takes a file for, from its content alone.
+func TestSniffNames(t *testing.T) {
+	wav := make([]byte, 44)
+	copy(wav, "RIFF")
+	copy(wav[8:], "WAVEfmt ")
+	for head, want := range map[string]string{
+		string(wav):                        "WAV",
+		"fLaC\x00\x00\x00\x22":             "FLAC",
+		"FORM\x00\x00\x00\x10AIFC":         "AIFF",
+		"\x1a\x45\xdf\xa3\x01":             "Matroska/WebM",
+		"ID3\x04\x00\x00\x00\x00\x00\x00":  "MP3",
+		"plain text, not audio at all....": "",
+		"":                                 "",
+	} {
+		if got := Sniff([]byte(head)); got != want {
+			t.Errorf("Sniff(%q) = %q, want %q", head[:min(len(head), 12)], got, want)
+		}
+	}
+}

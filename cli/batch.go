@@ -117,10 +117,11 @@ func runBatch(c *ucli.Context) error {
 	} else if outDir == "" {
 		err = errors.New("--input-dir needs --output-dir")
 	} else {
-		// By extension until the audio package exports its sniffing (then:
-		// accept = the reader takes the file's first bytes).
+		// By content: every file the reader takes (natively or through
+		// ffmpeg), whatever its name; the others are listed as skipped.
 		var skipped []string
-		items, skipped, err = batchjob.ListDirAccept(inDir, outDir, c.Bool("recursive"), def, nil)
+		accept := func(head []byte) bool { return audio.Sniff(head) != "" }
+		items, skipped, err = batchjob.ListDirAccept(inDir, outDir, c.Bool("recursive"), def, accept)
 		if err == nil && len(skipped) > 0 {
 			log.Infof("--input-dir: skipping %s (not audio the reader takes)", batchjob.SkippedList(skipped, 5))
 		}
@@ -428,7 +429,7 @@ func (b *batchRun) failed(i int, err error) {
 	if b.prog != nil {
 		b.prog.itemDone(fmt.Sprintf("failed %s: %s", it.Where(b.manifest), reason), true)
 	} else { // --quiet still shows errors
-		fmt.Fprintf(b.log.w, "[warn] failed %s: %s\n", it.Where(b.manifest), reason)
+		b.log.Errorf("failed %s: %s", it.Where(b.manifest), reason)
 	}
 }
 
@@ -655,6 +656,7 @@ func newBatchProgress(c *ucli.Context, log *logger, items int, rep *batchjob.Rep
 			progressbar.OptionSetPredictTime(false),
 			progressbar.OptionThrottle(200*time.Millisecond),
 			progressbar.OptionClearOnFinish())
+		log.attachBar(p.bar) // cleared before every log line
 	} else {
 		go func() {
 			t := time.NewTicker(30 * time.Second)
@@ -681,6 +683,7 @@ func (p *batchProgress) stop() {
 	p.stopOnce.Do(func() {
 		close(p.quit)
 		if p.bar != nil {
+			p.log.attachBar(nil)
 			p.bar.Finish()
 		}
 	})
@@ -688,9 +691,7 @@ func (p *batchProgress) stop() {
 
 // line writes one timestamped log line.
 func (p *batchProgress) line(msg string) {
-	if !p.log.quiet {
-		fmt.Fprintf(p.log.w, "%s [info] %s\n", time.Now().Format(time.RFC3339), msg)
-	}
+	p.log.Infof("%s", msg)
 }
 
 // status is the batch's state in one line (p.mu held).
@@ -717,15 +718,13 @@ func (p *batchProgress) itemDone(msg string, warn bool) {
 	defer p.mu.Unlock()
 	if p.bar != nil {
 		if warn {
-			p.bar.Clear()
-			p.log.Warnf("%s", msg)
+			p.log.Warnf("%s", msg) // the logger clears the bar first
 		}
 		p.updateBar()
 		return
 	}
 	if warn {
-		msg = "[warn] " + msg
-		fmt.Fprintf(p.log.w, "%s %s; %s\n", time.Now().Format(time.RFC3339), msg, p.status())
+		p.log.Warnf("%s; %s", msg, p.status())
 		return
 	}
 	p.line(msg + "; " + p.status())

@@ -175,7 +175,14 @@ func (l *logger) printf(level, format string, a ...any) {
 	if l.quiet {
 		return
 	}
-	msg := fmt.Sprintf(format, a...)
+	l.write(level, fmt.Sprintf(format, a...))
+}
+
+// Errorf logs a failure: also under --quiet, never deduplicated.
+func (l *logger) Errorf(format string, a ...any) { l.write("[error]", fmt.Sprintf(format, a...)) }
+
+// write prints one line at level (a warning once per job).
+func (l *logger) write(level, msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if level == "[warn]" {
