@@ -451,13 +451,17 @@ func (e *Encoder) transformed() ([]float32, int) {
 
 // quantize codes the latent (T rows after the downsample: one).
 func (e *Encoder) quantize(x []float32, T int) []int {
-	m := e.m
+	e.setLatent(x, T)
+	e.m.q.encode(e.codes, e.latent, e.qs)
+	return e.codes
+}
+
+// setLatent keeps the latent (T rows after the downsample: one).
+func (e *Encoder) setLatent(x []float32, T int) {
 	if T != 1 {
 		panic(fmt.Sprintf("mimi: encoder gave %d latent frames for a frame, 1 expected", T))
 	}
-	e.latent = x[:m.dim]
-	m.q.encode(e.codes, e.latent, e.qs)
-	return e.codes
+	e.latent = x[:e.m.dim]
 }
 
 // SeanetOut is the last frame's SEANet encoder output, [steps][Dimension()]
@@ -580,6 +584,9 @@ type Batch struct {
 	xs       [][]float32
 	ts       []int
 	downs    []*convStage
+	qs       []*quantScratch
+	codes    [][]int
+	quant    quantBatch
 }
 
 // NewBatch prepares batched coding over m's backend.
@@ -623,9 +630,17 @@ func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
 	if m.down != nil {
 		b.seanet.conv(b.downs, b.xs, b.ts)
 	}
+	b.qs, b.codes = at(b.qs, len(encs)), at(b.codes, len(encs))
 	for i, e := range encs {
-		out[i] = append(out[i][:0], e.quantize(b.xs[i], b.ts[i])...)
+		e.setLatent(b.xs[i], b.ts[i])
+		b.xs[i], b.qs[i], b.codes[i] = e.latent, e.qs, e.codes
 	}
+	m.q.encodeBatch(b.codes, b.xs, b.qs, &b.quant)
+	for i, e := range encs {
+		out[i] = append(out[i][:0], e.codes...)
+	}
+	clear(b.qs)
+	clear(b.codes)
 	b.done()
 }
 

@@ -52,6 +52,11 @@ func (cb *codebook) vec(code int) []float32 {
 // the first index. dots is scratch of len bins.
 func (cb *codebook) nearest(x, dots []float32) int {
 	cb.vecs.MatVec(dots, x)
+	return cb.pick(x, dots)
+}
+
+// pick is nearest's search given the products dots = codebook·x.
+func (cb *codebook) pick(x, dots []float32) int {
 	xn := ops.Dot(x, x)
 	best, bestD := 0, float32(math.Inf(1))
 	for i, d := range dots {
@@ -197,4 +202,40 @@ func (qz *quantizer) decode(codes []int, sc *quantScratch) []float32 {
 		ops.Add(sc.out, sc.tmp)
 	}
 	return sc.out
+}
+
+// quantBatch is the scratch of encodeBatch: row lists over the streams.
+type quantBatch struct{ res, dots [][]float32 }
+
+// encodeBatch is encode for the latents of many streams (xs[i], with
+// stream i's scratch scs[i]): the input projection and each codebook's
+// products run as one MatMul over the streams, which reads every codebook
+// once for the batch and gives each row MatVec's bits; the nearest search
+// and the residual update stay per stream. codes[i] receives stream i's.
+func (qz *quantizer) encodeBatch(codes [][]int, xs [][]float32, scs []*quantScratch, qb *quantBatch) {
+	B := len(xs)
+	qb.res, qb.dots = at(qb.res, B), at(qb.dots, B)
+	for i, sc := range scs {
+		qb.res[i], qb.dots[i] = sc.res, sc.dots
+	}
+	enc := func(r *rvq, first, n int) {
+		r.inProj.MatMul(qb.res, xs)
+		for k, cb := range r.books[:n] {
+			cb.vecs.MatMul(qb.dots, qb.res)
+			for i, sc := range scs {
+				c := cb.pick(sc.res, sc.dots)
+				codes[i][first+k] = c
+				v := cb.vec(c)
+				for j := range sc.res {
+					sc.res[j] -= v[j]
+				}
+			}
+		}
+	}
+	enc(qz.first, 0, 1)
+	if qz.rest != nil {
+		enc(qz.rest, 1, len(qz.rest.books))
+	}
+	clear(qb.res)
+	clear(qb.dots)
 }
