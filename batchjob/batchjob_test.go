@@ -57,7 +57,7 @@ func TestManifestErrorsNameTheLine(t *testing.T) {
 		{`{"input_wav": 3}`, `:2: "input_wav": want a string`},
 		{`{"output_wav": "b.out.wav", "output_text": "b.json"}`, `:2: "input_wav" is missing`},
 		{`{"input_wav": "b.wav", "output_text": "b.json"}`, `:2: "output_wav" is missing`},
-		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "output_format": "mp3"}`, `:2: "output_format" must be pcm16 or float32`},
+		{`{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "output_format": "mp3"}`, `:2: "output_format" must be pcm16, float32 or flac, not "mp3"`},
 		{`[1, 2]`, `:2: not a JSON object`},
 		{`{"input_wav": "b.wav"`, `:2: not a JSON object`},
 		{`{"input_wav": "b.wav", "input_wav": "c.wav"}`, `:2: key "input_wav" given twice`},

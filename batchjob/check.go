@@ -39,8 +39,8 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 		fileio.AddInputs(p)
 	}
 	for _, it := range items {
-		for _, in := range []struct{ what, p string }{{"input_wav", it.InputWAV}, {"voice_prompt", it.VoicePrompt}} {
-			if in.what == "voice_prompt" && !it.VoiceIsPath {
+		for _, in := range []struct{ what, p string }{{"input_wav", it.InputWAV}, {"voice_prompt", it.VoicePrompt}, {"text_prompt_file", it.TextPromptFile}} {
+			if in.what == "voice_prompt" && !it.VoiceIsPath || in.p == "" {
 				continue
 			}
 			add(in.p, use{it, in.what})
@@ -54,21 +54,15 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 	}
 	outputs := map[string]use{}
 	for _, it := range items {
-		for _, o := range []use{{it, "output_wav"}, {it, "output_text"}, {it, "fingerprint"}} {
-			p := it.OutputWAV
-			switch o.what {
-			case "output_text":
-				p = it.OutputText
-			case "fingerprint":
-				p = FingerprintPath(it.OutputWAV)
-			}
+		for _, out := range itemOutputs(it) {
+			o, p := use{it, out.what}, out.p
 			k := pathKey(p)
 			if in, ok := inputs[k]; ok {
 				return itemErr(manifest, it, fmt.Sprintf("%s %s is the %s of %s: outputs are never written over inputs", o.what, p, in.what, where(manifest, in.it)))
 			}
 			if prev, ok := outputs[k]; ok {
 				if prev.it == it {
-					return itemErr(manifest, it, fmt.Sprintf("output_wav and output_text are the same file %s", p))
+					return itemErr(manifest, it, fmt.Sprintf("%s and %s are the same file %s", prev.what, o.what, p))
 				}
 				return itemErr(manifest, it, fmt.Sprintf("%s %s is also the %s of %s", o.what, p, prev.what, where(manifest, prev.it)))
 			}
@@ -111,13 +105,26 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 // output that is any registered input, or not writable over, is refused.
 func CheckResolved(items []*Item, manifest string) error {
 	for _, it := range items {
-		for _, o := range []struct{ what, p string }{{"output_wav", it.OutputWAV}, {"output_text", it.OutputText}, {"fingerprint", FingerprintPath(it.OutputWAV)}} {
+		for _, o := range itemOutputs(it) {
 			if err := fileio.CheckTarget(o.p); err != nil {
 				return itemErr(manifest, it, fmt.Sprintf("%s %v", o.what, err))
 			}
 		}
 	}
 	return nil
+}
+
+// namedPath is one file of an item and the key that names it.
+type namedPath struct{ what, p string }
+
+// itemOutputs are the files an item writes: output_wav, output_text,
+// output_mix when given, and the fingerprint.
+func itemOutputs(it *Item) []namedPath {
+	o := []namedPath{{"output_wav", it.OutputWAV}, {"output_text", it.OutputText}}
+	if it.OutputMix != "" {
+		o = append(o, namedPath{"output_mix", it.OutputMix})
+	}
+	return append(o, namedPath{"fingerprint", FingerprintPath(it.OutputWAV)})
 }
 
 func where(manifest string, it *Item) string {
@@ -161,7 +168,8 @@ func pathKey(p string) string {
 func PrepareOutputs(items []*Item) error {
 	done := map[string]bool{}
 	for _, it := range items {
-		for _, p := range []string{it.OutputWAV, it.OutputText} {
+		for _, o := range itemOutputs(it)[:len(itemOutputs(it))-1] {
+			p := o.p
 			if st, err := os.Stat(p); err == nil && st.IsDir() {
 				return fmt.Errorf("%s: is a directory", p)
 			}

@@ -40,6 +40,9 @@ type Fingerprint struct {
 
 	OutputFormat     string `json:"output_format"`
 	OutputTextFormat string `json:"output_text_format"`
+	// OutputMix is output_mix relative to the output WAV's folder ("" for
+	// none): a mix asked for, moved or dropped redoes the item.
+	OutputMix string `json:"output_mix,omitempty"`
 
 	Model     FileID `json:"moshi_weight"`
 	Mimi      FileID `json:"mimi_weight"`
@@ -136,6 +139,7 @@ func (f *Fingerprint) Changes(old *Fingerprint) []string {
 	add(old.TopKText != f.TopKText, "topk_text")
 	add(old.OutputFormat != f.OutputFormat, "output_format")
 	add(old.OutputTextFormat != f.OutputTextFormat, "output_text_format")
+	add(old.OutputMix != f.OutputMix, "output_mix")
 	add(old.Model != f.Model, "the model file (--moshi-weight)")
 	add(old.Mimi != f.Mimi, "the codec file (--mimi-weight)")
 	add(old.Tokenizer != f.Tokenizer, "the tokenizer")

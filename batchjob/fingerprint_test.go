@@ -35,6 +35,8 @@ func TestFingerprintChanges(t *testing.T) {
 		{"topk_text", func(f *Fingerprint) { f.TopKText = 1 }},
 		{"output_format", func(f *Fingerprint) { f.OutputFormat = "float32" }},
 		{"output_text_format", func(f *Fingerprint) { f.OutputTextFormat = "rich" }},
+		{"output_format", func(f *Fingerprint) { f.OutputFormat = "flac" }},
+		{"output_mix", func(f *Fingerprint) { f.OutputMix = "a.mix.wav" }},
 		{"the model file (--moshi-weight)", func(f *Fingerprint) { f.Model.Size = 2 }},
 		{"the codec file (--mimi-weight)", func(f *Fingerprint) { f.Mimi.MTime = 2 }},
 		{"the tokenizer", func(f *Fingerprint) { f.Tokenizer.MTime = 2 }},

@@ -33,15 +33,19 @@ const (
 // Settings are an item's per-item fields; the command line gives the
 // defaults, a manifest line may override each.
 type Settings struct {
-	VoicePrompt      string
-	TextPrompt       string
+	VoicePrompt string
+	TextPrompt  string
+	// TextPromptFile, when not "", is the file the text prompt is read
+	// from (LoadTextPrompts fills TextPrompt): an input of the run. It
+	// and TextPrompt exclude each other on a manifest line.
+	TextPromptFile   string
 	Seed             int64 // -1: draw one
 	TempAudio        float64
 	TempText         float64
 	TopKAudio        int
 	TopKText         int
 	Greedy           bool
-	OutputFormat     string // pcm16 or float32
+	OutputFormat     string // pcm16, float32 or flac (the main command's --output-format)
 	OutputTextFormat string // list or rich
 }
 
@@ -52,6 +56,7 @@ type Item struct {
 	InputWAV   string
 	OutputWAV  string
 	OutputText string
+	OutputMix  string // "" for none: the stereo WAV of the user (left) and the agent (right)
 	// VoiceIsPath: VoicePrompt was made relative to the manifest's folder
 	// (it names a path); otherwise it is a name looked up in the voice
 	// prompt folder first.
@@ -84,7 +89,7 @@ func (e *LineError) Error() string {
 // fields are the manifest keys and their JSON types.
 var fields = map[string]string{
 	"input_wav": "string", "output_wav": "string", "output_text": "string",
-	"voice_prompt": "string", "text_prompt": "string",
+	"voice_prompt": "string", "text_prompt": "string", "text_prompt_file": "string", "output_mix": "string",
 	"seed": "integer", "temp_audio": "number", "temp_text": "number",
 	"topk_audio": "integer", "topk_text": "integer", "greedy": "boolean",
 	"output_format": "string", "output_text_format": "string",
@@ -206,6 +211,18 @@ func parseLine(raw []byte, def Settings, base, outputDir string) (*Item, string)
 	if it.InputWAV == "" {
 		return nil, `"input_wav" is missing`
 	}
+	_, inline := obj["text_prompt"]
+	if _, file := obj["text_prompt_file"]; file {
+		if inline {
+			return nil, `"text_prompt" and "text_prompt_file" exclude each other: give one`
+		}
+		it.TextPromptFile, it.TextPrompt = rel(base, it.TextPromptFile), ""
+	} else if inline {
+		it.TextPromptFile = "" // the line's text replaces a --text-prompt-file
+	}
+	if it.OutputMix != "" {
+		it.OutputMix = rel(base, it.OutputMix)
+	}
 	it.InputWAV = rel(base, it.InputWAV)
 	if it.VoicePrompt == "" {
 		return nil, `"voice_prompt" is missing (and no --voice-prompt given)`
@@ -216,7 +233,7 @@ func parseLine(raw []byte, def Settings, base, outputDir string) (*Item, string)
 	for _, o := range []struct {
 		key, ext string
 		dst      *string
-	}{{"output_wav", ".wav", &it.OutputWAV}, {"output_text", ".json", &it.OutputText}} {
+	}{{"output_wav", AudioExt(it.OutputFormat), &it.OutputWAV}, {"output_text", ".json", &it.OutputText}} {
 		switch {
 		case *o.dst != "":
 			*o.dst = rel(base, *o.dst)
@@ -233,10 +250,19 @@ func parseLine(raw []byte, def Settings, base, outputDir string) (*Item, string)
 	return it, ""
 }
 
+// AudioExt is the extension of the agent's audio that --output-dir names
+// for an output format: ".flac" for flac, else ".wav".
+func AudioExt(format string) string {
+	if format == "flac" {
+		return ".flac"
+	}
+	return ".wav"
+}
+
 // CheckFormats checks the output format names of s.
 func checkFormats(s *Settings) string {
-	if s.OutputFormat != "pcm16" && s.OutputFormat != "float32" {
-		return fmt.Sprintf(`"output_format" must be pcm16 or float32, not %q`, s.OutputFormat)
+	if s.OutputFormat != "pcm16" && s.OutputFormat != "float32" && s.OutputFormat != "flac" {
+		return fmt.Sprintf(`"output_format" must be pcm16, float32 or flac, not %q`, s.OutputFormat)
 	}
 	if s.OutputTextFormat != "list" && s.OutputTextFormat != "rich" {
 		return fmt.Sprintf(`"output_text_format" must be list or rich, not %q`, s.OutputTextFormat)
@@ -290,7 +316,7 @@ func setField(it *Item, key, want string, v json.RawMessage) string {
 		}
 		dst := map[string]*string{"input_wav": &it.InputWAV, "output_wav": &it.OutputWAV, "output_text": &it.OutputText,
 			"voice_prompt": &it.VoicePrompt, "text_prompt": &it.TextPrompt, "output_format": &it.OutputFormat,
-			"output_text_format": &it.OutputTextFormat}[key]
+			"output_text_format": &it.OutputTextFormat, "text_prompt_file": &it.TextPromptFile, "output_mix": &it.OutputMix}[key]
 		if s == "" && key != "text_prompt" {
 			return "must not be empty"
 		}
@@ -520,7 +546,7 @@ func ListDirAccept(inputDir, outputDir string, recursive bool, def Settings, acc
 	for i, r := range rels {
 		stem := strings.TrimSuffix(r, filepath.Ext(r))
 		items[i] = &Item{Index: i, InputWAV: filepath.Join(inputDir, r), Settings: def,
-			OutputWAV: filepath.Join(outputDir, stem+".wav"), OutputText: filepath.Join(outputDir, stem+".json")}
+			OutputWAV: filepath.Join(outputDir, stem+AudioExt(def.OutputFormat)), OutputText: filepath.Join(outputDir, stem+".json")}
 	}
 	return items, skipped, nil
 }
@@ -548,4 +574,32 @@ func SkippedList(skipped []string, first int) string {
 		return strings.Join(skipped, ", ")
 	}
 	return fmt.Sprintf("%d files (%s, …)", len(skipped), strings.Join(skipped[:first], ", "))
+}
+
+// LoadTextPrompts reads the text prompt of every item that names a
+// text_prompt_file (or gets --text-prompt-file) with read (the main
+// command's reader: the same bounds and messages), each file once, into
+// its TextPrompt. The first file that cannot be read is an error naming
+// its manifest line (or its input in --input-dir mode).
+func LoadTextPrompts(items []*Item, manifest string, read func(path string) (string, error)) error {
+	type got struct {
+		text string
+		err  error
+	}
+	done := map[string]got{}
+	for _, it := range items {
+		if it.TextPromptFile == "" {
+			continue
+		}
+		g, ok := done[it.TextPromptFile]
+		if !ok {
+			g.text, g.err = read(it.TextPromptFile)
+			done[it.TextPromptFile] = g
+		}
+		if g.err != nil {
+			return itemErr(manifest, it, "text_prompt_file "+g.err.Error())
+		}
+		it.TextPrompt = g.text
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
@@ -15,8 +16,13 @@ import (
 // (Outputs are renamed into place whole, so a killed run leaves either a
 // complete file, or none, or only the WAV; why not is said for the log.)
 func Complete(it *Item) (bool, string) {
-	if _, err := WAVSeconds(it.OutputWAV, true); err != nil {
+	if err := audioComplete(it.OutputWAV); err != nil {
 		return false, err.Error()
+	}
+	if it.OutputMix != "" {
+		if _, err := WAVSeconds(it.OutputMix, true); err != nil {
+			return false, err.Error()
+		}
 	}
 	const maxJSON = 256 << 20
 	st, err := os.Stat(it.OutputText)
@@ -34,6 +40,39 @@ func Complete(it *Item) (bool, string) {
 		return false, fmt.Sprintf("%s: not valid JSON", it.OutputText)
 	}
 	return true, ""
+}
+
+// maxFLACOutput bounds the FLAC output read back by audioComplete (an
+// hour of 16-bit 24 kHz audio is under 200 MB).
+const maxFLACOutput = 1 << 30
+
+// audioComplete checks the agent's audio: a WAV by its header (WAVSeconds,
+// exact); a FLAC (told by its "fLaC" start, whatever the output format is
+// now: a format changed since is the fingerprint's to tell) decoded whole
+// by the audio reader, whose every frame CRC and the STREAMINFO total must
+// hold, so a cut-off file is not complete.
+func audioComplete(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %v", path, pathErr(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %v", path, pathErr(err))
+	}
+	var magic [4]byte
+	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != "fLaC" {
+		_, err := WAVSeconds(path, true)
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxFLACOutput {
+		return fmt.Errorf("%s: not an output this tool writes", path)
+	}
+	if _, err := audio.DecodeReaderAt(f, st.Size(), path); err != nil {
+		return err
+	}
+	return nil
 }
 
 // WAVSeconds reads a WAV file's header and returns its duration. With
@@ -107,8 +146,8 @@ func WAVSeconds(path string, exact bool) (float64, error) {
 func CleanStale(items []*Item) ([]string, error) {
 	var removed []string
 	for _, it := range items {
-		for _, p := range []string{it.OutputWAV, it.OutputText, FingerprintPath(it.OutputWAV)} {
-			removed = append(removed, fileio.SweepTemps(p)...)
+		for _, o := range itemOutputs(it) {
+			removed = append(removed, fileio.SweepTemps(o.p)...)
 		}
 	}
 	return removed, nil

@@ -37,12 +37,14 @@ func init() {
 	})
 }
 
-// batchFlags: the main command's flags but its per-run files, and the batch's own.
+// batchFlags: the main command's flags but its per-run files (a
+// manifest's input_wav, output_wav, output_text and output_mix), and the
+// batch's own.
 func batchFlags() []ucli.Flag {
 	var f []ucli.Flag
 	for _, fl := range mainFlags() {
 		switch fl.Names()[0] {
-		case "input-wav", "output-wav", "output-text":
+		case "input-wav", "output-wav", "output-text", "output-mix":
 			continue
 		}
 		f = append(f, fl)
@@ -50,7 +52,7 @@ func batchFlags() []ucli.Flag {
 	return append(f,
 		&ucli.StringFlag{Name: "manifest", Usage: "JSONL file: one item a line (keys: " + strings.Join(batchjob.FieldNames(), ", ") + "); relative paths are relative to its folder"},
 		&ucli.StringFlag{Name: "input-dir", Usage: "run every .wav file of this folder (instead of --manifest)"},
-		&ucli.StringFlag{Name: "output-dir", Usage: "outputs of --input-dir: <dir>/<relative path>.wav and .json (with --manifest: for lines without output_wav / output_text)"},
+		&ucli.StringFlag{Name: "output-dir", Usage: "outputs of --input-dir: <dir>/<relative path>.wav (.flac with --output-format flac) and .json (with --manifest: for lines without output_wav / output_text)"},
 		&ucli.BoolFlag{Name: "recursive", Usage: "with --input-dir: subfolders too"},
 		&ucli.IntFlag{Name: "batch-size", Usage: "conversations run in lockstep (default: what the free memory holds, said in the log)"},
 		&ucli.BoolFlag{Name: "force", Usage: "redo items whose outputs are already complete"},
@@ -86,6 +88,13 @@ func runBatch(c *ucli.Context) error {
 		TempAudio: c.Float64("temp-audio"), TempText: c.Float64("temp-text"),
 		TopKAudio: c.Int("topk-audio"), TopKText: c.Int("topk-text"), Greedy: c.Bool("greedy"),
 		OutputFormat: c.String("output-format"), OutputTextFormat: c.String("output-text-format"),
+	}
+	if c.IsSet("text-prompt") && c.IsSet("text-prompt-file") {
+		return batchUsage{errors.New("--text-prompt and --text-prompt-file exclude each other: give one")}
+	}
+	if p := c.String("text-prompt-file"); p != "" {
+		// The default of every item; a line's text_prompt replaces it.
+		def.TextPrompt, def.TextPromptFile = "", p
 	}
 	var items []*batchjob.Item
 	var err error
@@ -145,6 +154,11 @@ func runBatch(c *ucli.Context) error {
 		outs["--report"] = reportPath
 	}
 	if err := batchjob.Check(items, manifest, ins, outs); err != nil {
+		return batchUsage{err}
+	}
+	// Text prompt files are read now, by the main command's reader: a bad
+	// one is refused before any model loads, naming its line.
+	if err := batchjob.LoadTextPrompts(items, manifest, readTextPrompt); err != nil {
 		return batchUsage{err}
 	}
 	if reportPath != "" {
@@ -282,6 +296,12 @@ func (b *batchRun) run() error {
 		fp.Input, fp.Voice, fp.TextPrompt = batchjob.IdentifyFile(it.InputWAV), batchjob.IdentifyFile(v.path), batchjob.HashString(it.TextPrompt)
 		fp.Seed, fp.Greedy, fp.TempAudio, fp.TempText, fp.TopKAudio, fp.TopKText = it.Seed, it.Greedy, it.TempAudio, it.TempText, it.TopKAudio, it.TopKText
 		fp.OutputFormat, fp.OutputTextFormat = it.OutputFormat, it.OutputTextFormat
+		if it.OutputMix != "" {
+			fp.OutputMix = it.OutputMix
+			if r, err := filepath.Rel(filepath.Dir(it.OutputWAV), it.OutputMix); err == nil {
+				fp.OutputMix = r
+			}
+		}
 		b.fps[i] = &fp
 		if complete[i] {
 			why := batchjob.Stale(it, &fp)
@@ -440,11 +460,21 @@ func (b *batchRun) done(r job.ItemResult) {
 	if r.Err == nil {
 		wav, text, err := encodeOutputs(r.Result, it.OutputFormat, it.OutputTextFormat)
 		fpPath := batchjob.FingerprintPath(it.OutputWAV)
+		files := []fileio.File{{Path: it.OutputWAV, Data: wav}, {Path: it.OutputText, Data: text}}
+		if err == nil && it.OutputMix != "" {
+			var mix []byte
+			mix, err = encodeMix(it.InputWAV, r.Result)
+			files = append(files, fileio.File{Path: it.OutputMix, Data: mix})
+		}
 		var lock *fileio.Lock
 		if err == nil {
 			// Locked while written: another job writing the same item
-			// cannot interleave its renames with ours (a mixed pair).
-			lock, err = fileio.LockOutputs(it.OutputWAV, it.OutputText, fpPath)
+			// cannot interleave its renames with ours (a mixed set).
+			paths := []string{fpPath}
+			for _, f := range files {
+				paths = append(paths, f.Path)
+			}
+			lock, err = fileio.LockOutputs(paths...)
 		}
 		if err == nil {
 			// The old fingerprint goes first and the new one is renamed
@@ -456,8 +486,7 @@ func (b *batchRun) done(r job.ItemResult) {
 				}
 			}
 			if err == nil {
-				err = fileio.WriteAllAtomic(fileio.File{Path: it.OutputWAV, Data: wav}, fileio.File{Path: it.OutputText, Data: text},
-					fileio.File{Path: fpPath, Data: b.fps[i].Encode()})
+				err = fileio.WriteAllAtomic(append(files, fileio.File{Path: fpPath, Data: b.fps[i].Encode()})...)
 			}
 			lock.Unlock()
 		}
@@ -478,16 +507,12 @@ func (b *batchRun) done(r job.ItemResult) {
 	}
 }
 
-// encodeOutputs encodes a result as the WAV and transcript of the given
-// formats (--output-format, --output-text-format).
+// encodeOutputs encodes a result as the audio and transcript of the given
+// formats (--output-format: pcm16, float32 or flac, by encodeAudio;
+// --output-text-format).
 func encodeOutputs(res *job.Result, wavFormat, textFormat string) (wav, text []byte, err error) {
-	var wavBuf, textBuf bytes.Buffer
-	if wavFormat == "float32" {
-		err = audio.EncodeFloat32(&wavBuf, res.PCM, res.SampleRate)
-	} else {
-		err = audio.EncodePCM16(&wavBuf, res.PCM, res.SampleRate)
-	}
-	if err != nil {
+	var textBuf bytes.Buffer
+	if wav, err = encodeAudio(res.PCM, res.SampleRate, wavFormat); err != nil {
 		return nil, nil, err
 	}
 	if textFormat == "rich" {
@@ -495,7 +520,7 @@ func encodeOutputs(res *job.Result, wavFormat, textFormat string) (wav, text []b
 	} else {
 		err = writeTextList(&textBuf, res.Pieces)
 	}
-	return wavBuf.Bytes(), textBuf.Bytes(), err
+	return wav, textBuf.Bytes(), err
 }
 
 // modelIdentity is the part of every item's fingerprint that the job's
