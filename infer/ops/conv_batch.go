@@ -26,6 +26,27 @@ type ConvSeg struct {
 type ConvBatchScratch struct {
 	sc       ConvScratch
 	win, out []float32
+	jobs     []convJob // the streams run one by one, as one pool job
+	start    []int     // jobs[k]'s first unit among all
+	perChunk int
+	fn       func(i int)
+}
+
+// chunkFunc computes chunk i of the units of every job in sc.jobs.
+func (sc *ConvBatchScratch) chunkFunc() func(int) {
+	if sc.fn == nil {
+		sc.fn = func(i int) {
+			u0 := i * sc.perChunk
+			u1 := min(u0+sc.perChunk, sc.start[len(sc.jobs)])
+			for k := range sc.jobs {
+				a, b := max(u0, sc.start[k]), min(u1, sc.start[k+1])
+				if a < b {
+					sc.jobs[k].units(a-sc.start[k], b-sc.start[k])
+				}
+			}
+		}
+	}
+	return sc.fn
 }
 
 // ForwardBatch runs Forward for every segment, in one pass where that
@@ -80,9 +101,7 @@ func gatherTiles(segs []ConvSeg, tr int) bool {
 // values), gathered into one product when gatherTiles says so.
 func (p *convPack) runBatch(e *Engine, segs []ConvSeg, rowStep, tapStep int, sc *ConvBatchScratch) {
 	if !gatherTiles(segs, tileRows(e.k.Load().id)) {
-		for _, s := range segs {
-			p.run(e, s.Dst, p.out, s.Src, s.T, rowStep, tapStep, &sc.sc)
-		}
+		p.runEach(e, segs, rowStep, tapStep, sc)
 		return
 	}
 	L := p.taps * p.in
@@ -111,6 +130,34 @@ func (p *convPack) runBatch(e *Engine, segs []ConvSeg, rowStep, tapStep int, sc 
 			r += s.T
 		}
 	}
+}
+
+// runEach runs every segment in place, their work units split between
+// the threads as one pool job (one wake-up per layer, not one per stream).
+func (p *convPack) runEach(e *Engine, segs []ConvSeg, rowStep, tapStep int, sc *ConvBatchScratch) {
+	sc.jobs, sc.start = sc.jobs[:0], append(sc.start[:0], 0)
+	work := 0
+	for _, s := range segs {
+		if s.T <= 0 {
+			continue
+		}
+		j := p.job(e, s.Dst, p.out, s.Src, s.T, rowStep, tapStep)
+		sc.jobs = append(sc.jobs, j)
+		sc.start = append(sc.start, sc.start[len(sc.start)-1]+p.panels*j.nb)
+		work += s.T * p.panels * panelCols * p.taps * p.in
+	}
+	units := sc.start[len(sc.jobs)]
+	n := min(units, convChunksPerThread*e.Threads())
+	if n < 2 || work < convParallelMin {
+		for k := range sc.jobs {
+			sc.jobs[k].units(0, sc.start[k+1]-sc.start[k])
+		}
+	} else {
+		sc.perChunk = (units + n - 1) / n
+		e.Parallel((units+sc.perChunk-1)/sc.perChunk, sc.chunkFunc())
+	}
+	clear(sc.jobs) // drop the references to the callers' buffers
+	sc.jobs = sc.jobs[:0]
 }
 
 // grow32 returns b resized to n, reallocating (without keeping the

@@ -25,8 +25,9 @@ func TestConvForwardBatchMatchesReferenceBitForBit(t *testing.T) {
 		{64, 96, 3, 1, 1, 1, []int{16, 16, 13, 16}},           // gathered, tiles cross streams
 		{48, 40, 3, 1, 2, 1, []int{5, 0, 7, 1}},               // dilated, partial panel
 		{16, 33, 5, 2, 3, 1, []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
-		{1, 64, 7, 1, 1, 1, []int{100, 90}},   // long streams: one by one
-		{64, 64, 4, 2, 1, 64, []int{1, 1, 2}}, // depthwise
+		{1, 64, 7, 1, 1, 1, []int{100, 90}},           // long streams: one by one
+		{64, 96, 3, 1, 1, 1, []int{200, 150, 0, 180}}, // one by one, as one parallel job
+		{64, 64, 4, 2, 1, 64, []int{1, 1, 2}},         // depthwise
 	}
 	trs := []cs{
 		{96, 48, 16, 8, 1, 1, []int{2, 2, 2, 1, 2, 0, 2, 2, 2}},

@@ -113,14 +113,8 @@ func (p *convPack) run(e *Engine, dst []float32, dstRow int, src []float32, T, r
 		return
 	}
 	L := p.taps * p.in
-	if last := (T-1)*rowStep + (p.taps-1)*tapStep + p.in; len(src) < last || len(dst) < (T-1)*dstRow+p.out || rowStep < 0 || tapStep < 0 {
-		panic("ops: convolution bounds")
-	}
-	k := e.k.Load()
-	tr := tileRows(k.id)
-	nb := (T + tr - 1) / tr
-	units := p.panels * nb
-	j := convJob{p: p, id: k.id, dst: dst, src: src, dstRow: dstRow, rowStep: rowStep, tapStep: tapStep, T: T, tr: tr, nb: nb}
+	j := p.job(e, dst, dstRow, src, T, rowStep, tapStep)
+	units := p.panels * j.nb
 	n := min(units, convChunksPerThread*e.Threads())
 	if sc == nil || n < 2 || T*p.panels*panelCols*L < convParallelMin {
 		j.units(0, units)
@@ -131,6 +125,16 @@ func (p *convPack) run(e *Engine, dst []float32, dstRow int, src []float32, T, r
 	sc.job = j
 	e.Parallel(n, sc.chunkFunc())
 	sc.job = convJob{} // drop the references to the caller's buffers
+}
+
+// job checks the bounds of a run of T > 0 windows and describes it.
+func (p *convPack) job(e *Engine, dst []float32, dstRow int, src []float32, T, rowStep, tapStep int) convJob {
+	if last := (T-1)*rowStep + (p.taps-1)*tapStep + p.in; len(src) < last || len(dst) < (T-1)*dstRow+p.out || rowStep < 0 || tapStep < 0 {
+		panic("ops: convolution bounds")
+	}
+	id := e.k.Load().id
+	tr := tileRows(id)
+	return convJob{p: p, id: id, dst: dst, src: src, dstRow: dstRow, rowStep: rowStep, tapStep: tapStep, T: T, tr: tr, nb: (T + tr - 1) / tr}
 }
 
 // tile computes rows [t0, t0+R) of panel pi (R ≤ tileRows).
