@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"math"
+	"os"
 	"runtime"
 	"sort"
 	"testing"
@@ -160,9 +161,16 @@ func (b *Batch) perStreamDecode(decs []*Decoder, codes [][]int, out [][]float32)
 // second set of streams, the per-stream SEANet baseline, alternately, so
 // that a shared machine's load falls on both alike: ms_per_stream and
 // base_ms_per_stream are their costs per stream and frame, ratio their
-// quotient (medians over the iterations).
+// quotient (medians over the iterations). PP_OFFLINE_KERNEL=avx2 times
+// another kernel variant, as the tool's variable does.
 func BenchmarkBatchCodec(b *testing.B) {
-	m := realRandomModel(b)
+	c, err := cpu.New(cpu.Options{Kernel: os.Getenv("PP_OFFLINE_KERNEL")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	m := realRandomModel(b).WithCompute(c, c.Engine())
+	b.Logf("kernel %s, %d threads", c.Engine().KernelName(), c.Engine().Threads())
 	pcm := testSignal(16 * m.FrameSize())
 	for _, B := range []int{1, 4, 8, 16} {
 		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
