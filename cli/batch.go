@@ -92,9 +92,21 @@ func runBatch(c *ucli.Context) error {
 	if c.IsSet("text-prompt") && c.IsSet("text-prompt-file") {
 		return batchUsage{errors.New("--text-prompt and --text-prompt-file exclude each other: give one")}
 	}
+	readPrompt := readTextPrompt
 	if p := c.String("text-prompt-file"); p != "" {
-		// The default of every item; a line's text_prompt replaces it.
+		// The default of every item (a line's text_prompt replaces it),
+		// read now: a bad one is the flag's error, not a line's.
+		text, err := readTextPrompt(p)
+		if err != nil {
+			return batchUsage{fmt.Errorf("--text-prompt-file %v", err)}
+		}
 		def.TextPrompt, def.TextPromptFile = "", p
+		readPrompt = func(q string) (string, error) {
+			if q == p {
+				return text, nil
+			}
+			return readTextPrompt(q)
+		}
 	}
 	var items []*batchjob.Item
 	var err error
@@ -158,7 +170,7 @@ func runBatch(c *ucli.Context) error {
 	}
 	// Text prompt files are read now, by the main command's reader: a bad
 	// one is refused before any model loads, naming its line.
-	if err := batchjob.LoadTextPrompts(items, manifest, readTextPrompt); err != nil {
+	if err := batchjob.LoadTextPrompts(items, manifest, readPrompt); err != nil {
 		return batchUsage{err}
 	}
 	if reportPath != "" {
