@@ -194,7 +194,7 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 			os.Mkdir(in, 0o755)
 			os.Symlink(fifo, filepath.Join(in, "a.wav"))
 			return append([]string{"batch", "--input-dir", in, "--output-dir", out, "--voice-prompt", "TINYF0.pt"}, modelFlags...)
-		}, code: 2, want: "no .wav files", names: "in"},
+		}, code: 2, want: "no audio files the reader takes", names: "in"},
 		{name: "batch input dir missing", args: func(dir, out string) []string {
 			return append([]string{"batch", "--input-dir", dir + "/nope", "--output-dir", out, "--voice-prompt", "TINYF0.pt"}, modelFlags...)
 		}, code: 2, want: "no such file", names: "nope"},
