@@ -126,7 +126,7 @@ func sameRun(t *testing.T, what string, got, want streamRun) {
 // register tiles) under every kernel variant and 1 and 2 threads, and on
 // the tiny model.
 func TestBatchStreamsMatchSingleRuns(t *testing.T) {
-	sched := batchSchedule{join: []int{0, 0, 1, 0, 2, 1, 0}, length: []int{3, 1, 2, 4, 2, 1, 2}}
+	sched := batchSchedule{join: []int{0, 0, 1, 0, 2, 1, 0}, length: []int{3, 1, 2, 5, 2, 1, 2}} // frame 4: stream 3 alone
 	tiny := tinyModel(t)
 	var alone []streamRun
 	for i := range sched.join {

@@ -120,41 +120,6 @@ func BenchmarkCodecFrame(b *testing.B) {
 	}
 }
 
-// perStreamEncode is Batch.Encode as it was before the SEANet layers were
-// batched: each stream's SEANet encoder and downsample alone, the
-// transformer once for all (the baseline of BenchmarkBatchCodec).
-func (b *Batch) perStreamEncode(encs []*Encoder, pcm [][]float32, out [][]int) {
-	b.stages, b.xs = b.stages[:0], b.xs[:0]
-	for i, e := range encs {
-		e.checkFrame(pcm[i])
-		x, T := pcm[i], len(pcm[i])
-		for _, s := range e.steps {
-			x, T = s.forward(x, T)
-		}
-		e.seanetDone(x, T)
-		b.stages, b.xs = append(b.stages, e.tr), append(b.xs, e.seanet)
-	}
-	b.enc.forward(b.stages, b.xs, b.m.resample)
-	for i, e := range encs {
-		out[i] = append(out[i][:0], e.finish()...)
-	}
-	b.done()
-}
-
-// perStreamDecode is Batch.Decode with each stream's SEANet decoder alone.
-func (b *Batch) perStreamDecode(decs []*Decoder, codes [][]int, out [][]float32) {
-	b.stages, b.xs = b.stages[:0], b.xs[:0]
-	for i, d := range decs {
-		d.upsample(codes[i])
-		b.stages, b.xs = append(b.stages, d.tr), append(b.xs, d.upsampled)
-	}
-	b.dec.forward(b.stages, b.xs, b.m.resample)
-	for i, d := range decs {
-		out[i] = d.finish()
-	}
-	b.done()
-}
-
 // BenchmarkBatchCodec encodes and decodes one frame of each of B streams
 // through a Batch (as the batch job does every step) with the real Mimi's
 // shapes on all CPUs. Each iteration runs the batched codec and, on a
@@ -194,8 +159,8 @@ func BenchmarkBatchCodec(b *testing.B) {
 			step := func(s set, perStream bool) time.Duration {
 				t0 := time.Now()
 				if perStream {
-					s.bt.perStreamEncode(s.encs, in, codes)
-					s.bt.perStreamDecode(s.decs, codes, out)
+					s.bt.encodeEach(s.encs, in, codes)
+					s.bt.decodeEach(s.decs, codes, out)
 				} else {
 					s.bt.Encode(s.encs, in, codes)
 					s.bt.Decode(s.decs, codes, out)

@@ -573,7 +573,8 @@ func (d *Decoder) done(x []float32, T int) []float32 {
 // the codec runs once for all streams, the transformers (the codec's
 // largest weight reads) as one pass and the SEANet convolutions, the
 // downsample included, as batched products over all streams' rows (see
-// seanetBatch), each stream keeping its own streaming state. Each stream's
+// seanetBatch), each stream keeping its own streaming state (a batch of one
+// runs the stream's own path: nothing to share). Each stream's
 // results are bit-identical to its EncodeFrame / DecodeFrame. A Batch is
 // used from one goroutine.
 type Batch struct {
@@ -609,6 +610,10 @@ func (b *Batch) done() {
 // Encode encodes pcm[i] (one frame) with encs[i]; out[i] receives a copy of
 // its codes.
 func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
+	if len(encs) == 1 {
+		b.encodeEach(encs, pcm, out)
+		return
+	}
 	m := b.m
 	b.rows(len(encs))
 	for i, e := range encs {
@@ -647,6 +652,10 @@ func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
 // Decode decodes codes[i] (one frame) with decs[i] and returns each
 // decoder's samples (owned by the decoder, valid until its next frame).
 func (b *Batch) Decode(decs []*Decoder, codes [][]int, out [][]float32) {
+	if len(decs) == 1 {
+		b.decodeEach(decs, codes, out)
+		return
+	}
 	b.stages, b.xs = b.stages[:0], b.xs[:0]
 	for i, d := range decs {
 		d.upsample(codes[i])
@@ -660,6 +669,41 @@ func (b *Batch) Decode(decs []*Decoder, codes [][]int, out [][]float32) {
 	b.seanet.run(len(decs), func(i int) []stage { return decs[i].steps }, b.xs, b.ts)
 	for i, d := range decs {
 		out[i] = d.done(b.xs[i], b.ts[i])
+	}
+	b.done()
+}
+
+// encodeEach is Encode with each stream's SEANet encoder, downsample and
+// quantizer run alone, the transformer once for all: the path of a batch
+// of one (nothing to share), and BenchmarkBatchCodec's baseline.
+func (b *Batch) encodeEach(encs []*Encoder, pcm [][]float32, out [][]int) {
+	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	for i, e := range encs {
+		e.checkFrame(pcm[i])
+		x, T := pcm[i], len(pcm[i])
+		for _, s := range e.steps {
+			x, T = s.forward(x, T)
+		}
+		e.seanetDone(x, T)
+		b.stages, b.xs = append(b.stages, e.tr), append(b.xs, e.seanet)
+	}
+	b.enc.forward(b.stages, b.xs, b.m.resample)
+	for i, e := range encs {
+		out[i] = append(out[i][:0], e.finish()...)
+	}
+	b.done()
+}
+
+// decodeEach is Decode with each stream's SEANet decoder run alone.
+func (b *Batch) decodeEach(decs []*Decoder, codes [][]int, out [][]float32) {
+	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	for i, d := range decs {
+		d.upsample(codes[i])
+		b.stages, b.xs = append(b.stages, d.tr), append(b.xs, d.upsampled)
+	}
+	b.dec.forward(b.stages, b.xs, b.m.resample)
+	for i, d := range decs {
+		out[i] = d.finish()
 	}
 	b.done()
 }
