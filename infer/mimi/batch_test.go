@@ -165,3 +165,26 @@ func TestBatchStreamsMatchSingleRuns(t *testing.T) {
 		}
 	}
 }
+
+// A Batch allocates nothing per frame once its streams have run a frame
+// (its row lists and gathered windows are kept and reused).
+func TestBatchNoAllocationsPerFrame(t *testing.T) {
+	m := tinyModel(t)
+	const B = 3
+	fs := m.FrameSize()
+	b := m.NewBatch()
+	encs, decs := make([]*Encoder, B), make([]*Decoder, B)
+	in, codes, out := make([][]float32, B), make([][]int, B), make([][]float32, B)
+	for i := range encs {
+		encs[i], decs[i] = m.NewEncoder(), m.NewDecoder()
+		in[i] = streamSignal(i, fs)
+	}
+	step := func() {
+		b.Encode(encs, in, codes)
+		b.Decode(decs, codes, out)
+	}
+	step()
+	if n := testing.AllocsPerRun(10, step); n != 0 {
+		t.Errorf("%v allocations per batched frame", n)
+	}
+}
