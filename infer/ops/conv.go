@@ -14,7 +14,8 @@ import (
 // With one group, every output is one sequential chain of float32 FMAs over
 // the kernel taps and input channels, plus the bias (conv_kernels.go): the
 // same on every CPU, kernel variant and thread count. The input windows are
-// read in place (no im2col copy) by register tiles over packed weight
+// read in place (no im2col copy; ForwardBatch, conv_batch.go, gathers
+// the few windows of many streams) by register tiles over packed weight
 // panels, split between threads by panels and blocks of output steps.
 // Transposed convolutions are run as ordinary convolutions over windows of
 // consecutive input steps (polyphase: input step t gives output steps

@@ -27,7 +27,9 @@ import (
 // (zero-padded past the last output), so that a register tile streams one
 // panel linearly: per j it loads one panel row and broadcasts the j-th
 // value of each of its window rows (12 rows × 32 outputs on AVX-512, 6 × 16
-// on AVX2). No window is ever copied: the time-major input is read in place.
+// on AVX2). Forward copies no window: the time-major input is read in
+// place (ForwardBatch gathers the windows of streams with few steps each:
+// conv_batch.go).
 
 // panelCols is the number of outputs of a weight panel.
 const panelCols = 32
