@@ -226,51 +226,12 @@ func (b *batchRun) writeReport(final bool) error {
 	return b.report.Write(b.reportPath, final)
 }
 
-// fail ends the job on an error that stops it all; the report says so.
-func (b *batchRun) fail(err error) error {
-	b.report.Error = err.Error()
-	if werr := b.writeReport(true); werr != nil {
-		b.log.Warnf("report: %v", werr)
-	}
-	return err
-}
-
-func (b *batchRun) run() error {
-	c, log := b.c, b.log
-	force := c.Bool("force")
-	complete := make([]bool, len(b.items))
-	for i, it := range b.items {
-		if !force {
-			complete[i], _ = batchjob.Complete(it)
-		}
-	}
-	sig := newBatchSignals(c.Duration("grace"), log)
-	defer sig.stop()
-	ctx := sig.ctx
-	withVoices := c.String("voice-prompt-dir") == ""
-	if withVoices {
-		withVoices = false
-		for _, it := range b.items {
-			if !it.VoiceIsPath && !fileExists(it.VoicePrompt) && !fileExists(b.besideManifest(it.VoicePrompt)) {
-				withVoices = true
-			}
-		}
-	}
-	// The model files are resolved before anything is skipped: they are
-	// part of what made an output (its fingerprint).
-	opts, voiceDir, err := jobOptions(ctx, c, log, withVoices)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return b.interrupted(sig.signalled(), "no output written (a download resumes where it stopped)")
-		}
-		return b.fail(err)
-	}
-	if dir := c.String("voice-prompt-dir"); dir != "" {
-		voiceDir = dir
-	}
-	// The model files may come from the hub's cache: known only now.
-	fileio.AddInputs(opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config"))
-
+// queue resolves each item's voice (each distinct one once; an item whose
+// voice is not found fails alone) and its fingerprint, and returns the
+// items to run: one whose outputs are complete is skipped only when its
+// fingerprint is the one it would be made with now (skipped counts them).
+func (b *batchRun) queue(opts job.Options, voiceDir string, complete []bool) (queue []*job.Item, skipped int) {
+	log := b.log
 	// Voices: each distinct one resolved once; an item whose voice is not
 	// found fails alone. An item whose outputs are complete is skipped only
 	// when its fingerprint is the one it would be made with now.
@@ -279,13 +240,11 @@ func (b *batchRun) run() error {
 		err  error
 	}
 	resolved := map[string]voice{}
-	var queue []*job.Item
 	var redo []string
 	redoWhy := map[string]string{}
 	seedBase := time.Now().UnixNano()
 	model := b.modelIdentity(opts)
 	b.fps = map[int]*batchjob.Fingerprint{}
-	skipped := 0
 	for i, it := range b.items {
 		key := fmt.Sprint(it.VoiceIsPath, "\x00", it.VoicePrompt)
 		v, ok := resolved[key]
@@ -339,6 +298,55 @@ func (b *batchRun) run() error {
 	for _, l := range batchjob.RedoLines(redo, redoWhy, 5) {
 		log.Infof("%s", l)
 	}
+	return queue, skipped
+}
+
+// fail ends the job on an error that stops it all; the report says so.
+func (b *batchRun) fail(err error) error {
+	b.report.Error = err.Error()
+	if werr := b.writeReport(true); werr != nil {
+		b.log.Warnf("report: %v", werr)
+	}
+	return err
+}
+
+func (b *batchRun) run() error {
+	c, log := b.c, b.log
+	force := c.Bool("force")
+	complete := make([]bool, len(b.items))
+	for i, it := range b.items {
+		if !force {
+			complete[i], _ = batchjob.Complete(it)
+		}
+	}
+	sig := newBatchSignals(c.Duration("grace"), log)
+	defer sig.stop()
+	ctx := sig.ctx
+	withVoices := c.String("voice-prompt-dir") == ""
+	if withVoices {
+		withVoices = false
+		for _, it := range b.items {
+			if !it.VoiceIsPath && !fileExists(it.VoicePrompt) && !fileExists(b.besideManifest(it.VoicePrompt)) {
+				withVoices = true
+			}
+		}
+	}
+	// The model files are resolved before anything is skipped: they are
+	// part of what made an output (its fingerprint).
+	opts, voiceDir, err := jobOptions(ctx, c, log, withVoices)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return b.interrupted(sig.signalled(), "no output written (a download resumes where it stopped)")
+		}
+		return b.fail(err)
+	}
+	if dir := c.String("voice-prompt-dir"); dir != "" {
+		voiceDir = dir
+	}
+	// The model files may come from the hub's cache: known only now.
+	fileio.AddInputs(opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config"))
+
+	queue, skipped := b.queue(opts, voiceDir, complete)
 	if len(queue) == 0 {
 		if skipped == len(b.items) {
 			log.Infof("nothing to do")
