@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // The output guard. Every file pp-offline writes goes through this
@@ -120,11 +118,10 @@ func IsInput(path string) bool {
 // known to be regular), refuses anything but a regular file (links are
 // followed) and registers it as an input. Errors are one line naming path.
 func OpenInput(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	f, err := openNoBlock(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), path)
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -134,7 +131,7 @@ func OpenInput(path string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: is %s, not a file", path, inputKind(st.Mode()))
 	}
-	if err := unix.SetNonblock(fd, false); err != nil {
+	if err := clearNonblock(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -175,7 +172,7 @@ func CheckOutput(path string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("%s: %s is not a directory", path, dir)
 	}
-	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+	if err := accessDir(dir); err != nil {
 		return fmt.Errorf("%s: cannot write in %s: %v", path, dir, err)
 	}
 	_, err = checkTarget(path)
@@ -229,7 +226,7 @@ func checkTarget(p string) (os.FileInfo, error) {
 	}
 	// By the mode bits, not access(2) alone: as root everything is
 	// writable, but a file made read-only was protected on purpose.
-	if st.Mode().Perm()&0o222 == 0 || unix.Access(p, unix.W_OK) != nil {
+	if st.Mode().Perm()&0o222 == 0 || accessWrite(p) != nil {
 		return nil, fmt.Errorf("%s: exists and is read-only: pp-offline does not replace it (remove it or choose another output)", p)
 	}
 	return st, nil
@@ -328,7 +325,7 @@ func newTemp(p string) (*temp, error) {
 		var rnd [8]byte
 		rand.Read(rnd[:])
 		name := filepath.Join(d, filepath.Base(p)+"."+strconv.Itoa(os.Getpid())+"."+hex.EncodeToString(rnd[:])+".tmp")
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err := createTemp(name)
 		if errors.Is(err, os.ErrNotExist) {
 			lastErr = err
 			continue
@@ -336,7 +333,7 @@ func newTemp(p string) (*temp, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil && !flockUnsupported(err) {
+		if err := lockNB(f); err != nil && !flockUnsupported(err) {
 			f.Close()
 			os.Remove(name)
 			return nil, err
@@ -352,13 +349,6 @@ func newTemp(p string) (*temp, error) {
 		return &temp{f, name}, nil
 	}
 	return nil, lastErr
-}
-
-// flockUnsupported: a file system without flock (some network ones). The
-// file is then written unlocked; a sweep, whose own flock fails the same
-// way, never removes it.
-func flockUnsupported(err error) bool {
-	return errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EINVAL)
 }
 
 // isTempName reports whether name is a temporary file's name of output
@@ -406,11 +396,10 @@ func sweep(p string, mine *temp) (removed []string, err error) {
 		if !e.Type().IsRegular() || !isTempName(base, e.Name()) || (mine != nil && name == mine.path) {
 			continue
 		}
-		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		f, err := openNoFollow(name)
 		if err != nil {
 			continue
 		}
-		f := os.NewFile(uintptr(fd), name)
 		fst, err := f.Stat()
 		if err != nil || !fst.Mode().IsRegular() {
 			f.Close()
@@ -420,9 +409,9 @@ func sweep(p string, mine *temp) (removed []string, err error) {
 			f.Close()
 			continue
 		}
-		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err := lockNB(f); err != nil {
 			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
+			if lockHeld(err) {
 				return removed, errHeld
 			}
 			continue

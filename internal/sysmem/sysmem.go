@@ -16,8 +16,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // The sources of the figure, as Available and Read name them (for log
@@ -68,14 +66,6 @@ type env struct {
 	root     string                         // prefix of /proc and /sys paths ("" for the real ones)
 	rlimitAS func() (cur uint64, err error) // RLIMIT_AS's soft limit
 }
-
-var system = env{rlimitAS: func() (uint64, error) {
-	var rl unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_AS, &rl); err != nil {
-		return 0, err
-	}
-	return rl.Cur, nil
-}}
 
 func (e env) read() Memory {
 	var m Memory
@@ -130,7 +120,7 @@ func statusKB(path, key string) (int64, error) {
 // set.
 func (e env) addressSpaceFree() (int64, bool) {
 	lim, err := e.rlimitAS()
-	if err != nil || lim == unix.RLIM_INFINITY || lim > 1<<62 {
+	if err != nil || lim == rlimInfinity || lim > 1<<62 {
 		return 0, false
 	}
 	used, err := statusKB(e.root+"/proc/self/status", "VmSize:")
