@@ -17,7 +17,6 @@ import (
 	"unsafe"
 
 	"github.com/nlpodyssey/safetensors"
-	"golang.org/x/sys/unix"
 )
 
 // DType is a tensor element type as safetensors names it.
@@ -98,13 +97,13 @@ func Open(path string) (*File, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("%s: not a safetensors file (only %d bytes)", path, size)
 	}
-	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapFile(fd, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot map file: %w", path, err)
 	}
 	f, err := parse(path, data)
 	if err != nil {
-		unix.Munmap(data)
+		unmapFile(data)
 		return nil, err
 	}
 	f.mapped, f.opened = true, st
@@ -213,7 +212,7 @@ func (f *File) Close() error {
 	if f == nil || !f.mapped || f.data == nil {
 		return nil
 	}
-	err := unix.Munmap(f.data)
+	err := unmapFile(f.data)
 	f.data = nil
 	return err
 }
