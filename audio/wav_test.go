@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -408,7 +407,7 @@ func TestLoadMonoFirstChannelAndPipes(t *testing.T) {
 		}
 	}
 	fifo := filepath.Join(t.TempDir(), "fifo.wav")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+	if err := mkfifo(fifo); err != nil {
 		t.Skip("no mkfifo here:", err)
 	}
 	if _, err := LoadMono(fifo, 24000); err == nil || !strings.Contains(err.Error(), "is a pipe") {

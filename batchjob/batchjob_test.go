@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -275,7 +274,7 @@ func TestCheckGuard(t *testing.T) {
 	ro := filepath.Join(dir, "ro.json")
 	os.WriteFile(ro, []byte("[]"), 0o444)
 	fifo := filepath.Join(dir, "fifo.wav")
-	syscall.Mkfifo(fifo, 0o644)
+	mustMkfifo(t, fifo)
 	for _, c := range []struct {
 		line       string
 		ins, outs  map[string]string
@@ -302,7 +301,7 @@ func TestCheckGuard(t *testing.T) {
 	}
 	// A manifest that is a named pipe is refused at once.
 	mfifo := filepath.Join(dir, "jobs-fifo.jsonl")
-	syscall.Mkfifo(mfifo, 0o644)
+	mustMkfifo(t, mfifo)
 	done := make(chan error)
 	go func() { _, err := ReadManifest(mfifo, def, ""); done <- err }()
 	select {
@@ -325,7 +324,7 @@ func TestListDirLinks(t *testing.T) {
 	for _, f := range []string{"a.wav", "sub/b.wav"} {
 		os.WriteFile(filepath.Join(real, f), nil, 0o644)
 	}
-	syscall.Mkfifo(filepath.Join(base, "fifo"), 0o644)
+	mustMkfifo(t, filepath.Join(base, "fifo"))
 	os.Symlink(filepath.Join(base, "fifo"), filepath.Join(real, "p.wav"))
 	link := filepath.Join(base, "link")
 	os.Symlink(real, link)

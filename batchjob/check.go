@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/pp-offline/pp-offline/internal/fileio"
 )
@@ -146,8 +145,8 @@ func itemErr(manifest string, it *Item, msg string) error {
 // path with links resolved when its folder exists.
 func pathKey(p string) string {
 	if st, err := os.Stat(p); err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			return fmt.Sprintf("inode:%d:%d", sys.Dev, sys.Ino)
+		if k, ok := fileKey(p, st); ok {
+			return k
 		}
 	}
 	a, err := filepath.Abs(p)

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -77,7 +76,7 @@ func TestFingerprintChanges(t *testing.T) {
 		}
 	}
 	os.Remove(p)
-	if err := syscall.Mkfifo(p, 0o644); err != nil {
+	if err := mkfifo(p); err != nil {
 		t.Fatal(err)
 	}
 	if why := Stale(it, &base); !strings.Contains(why, "is not one this tool writes") {
@@ -150,7 +149,7 @@ func TestListDirAccept(t *testing.T) {
 	for name, data := range map[string]string{"a.flac": "fLaC....", "b.mp3": "ID3.....", "c.wav": "RIFF....", "d.txt": "notes", "e.ogg": "OggS....", ".hidden": "fLaC"} {
 		os.WriteFile(filepath.Join(in, name), []byte(data), 0o644)
 	}
-	syscall.Mkfifo(filepath.Join(in, "f.wav"), 0o644)
+	mustMkfifo(t, filepath.Join(in, "f.wav"))
 	def := Settings{VoicePrompt: "V.pt", OutputFormat: "pcm16", OutputTextFormat: "list"}
 	accept := func(h []byte) bool {
 		for _, m := range []string{"fLaC", "ID3", "RIFF", "OggS"} {

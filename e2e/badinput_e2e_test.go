@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,7 +130,7 @@ func TestBadInputMatrix(t *testing.T) {
 	opus := write("voice.opus", append([]byte("OggS\x00\x02"+strings.Repeat("\x00", 20)+"\x01\x13OpusHead"), make([]byte, 64)...))
 	flacTrunc := write("trunc.flac", []byte("fLaC\x00\x00\x00\x22\x12\x00\x12\x00"))
 	fifo := path("fifo.wav")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+	if err := mkfifo(fifo); err != nil {
 		t.Fatal(err)
 	}
 	dirInput := path("adir")

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +38,7 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 	roPT := filepath.Join(src, "ro.pt")
 	os.WriteFile(roPT, []byte("keep"), 0o444)
 	fifoPT := filepath.Join(src, "fifo.pt")
-	syscall.Mkfifo(fifoPT, 0o644)
+	mkfifo(fifoPT)
 	long := strings.Repeat("n", 240)
 	modelFlags := []string{"--config", cfg, "--moshi-weight", model, "--mimi-weight", mimi, "--tokenizer", tok, "--device", "cpu"}
 
@@ -292,7 +291,7 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 			return []string{"--tokenizer", tok, "--output", dir}
 		}), code: 2, want: "read-only", names: "model.safetensors"},
 		{name: "random-weights over a FIFO config", args: randomWeights(func(dir, out string) []string {
-			syscall.Mkfifo(filepath.Join(dir, "config.json"), 0o644)
+			mkfifo(filepath.Join(dir, "config.json"))
 			return []string{"--tokenizer", tok, "--output", dir}
 		}), code: 2, want: "a named pipe", names: "config.json"},
 		{name: "random-weights tokenizer is a FIFO", args: randomWeights(func(dir, out string) []string {

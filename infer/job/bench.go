@@ -5,7 +5,6 @@ import (
 	"math"
 	"runtime"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/pp-offline/pp-offline/infer/config"
@@ -299,15 +298,6 @@ func median(x []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// peakRSS is the process's peak resident set (0 where unknown).
-func peakRSS() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Maxrss * 1024 // kilobytes on Linux
 }
 
 func specBytes(s weights.Spec) int64 {

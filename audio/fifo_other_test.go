@@ -1,0 +1,7 @@
+//go:build !unix
+
+package audio
+
+import "errors"
+
+func mkfifo(string) error { return errors.New("named pipes in the file system are Unix only") }
