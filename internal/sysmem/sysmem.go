@@ -89,10 +89,6 @@ func (e env) read() Memory {
 	return m
 }
 
-func memAvailable(path string) (int64, error) {
-	return statusKB(path, "MemAvailable:")
-}
-
 // statusKB reads the "key: N kB" line of a /proc file, in bytes.
 func statusKB(path, key string) (int64, error) {
 	f, err := os.Open(path)

@@ -14,3 +14,7 @@ var system = env{rlimitAS: func() (uint64, error) {
 	}
 	return rl.Cur, nil
 }}
+
+func memAvailable(path string) (int64, error) {
+	return statusKB(path, "MemAvailable:")
+}
