@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // The output guard. Every file pp-offline writes goes through this
@@ -490,4 +491,20 @@ func CheckTarget(path string) error {
 	}
 	_, err := checkTarget(path)
 	return err
+}
+
+// TryLock takes f's exclusive lock without waiting: flock on Unix,
+// LockFileEx on the file's first byte on Windows (the locks Python's
+// filelock takes, so the two exclude each other). held reports that
+// another process holds it (or that the call was interrupted: try again);
+// closing f releases it.
+func TryLock(f *os.File) (held bool, err error) {
+	err = lockNB(f)
+	switch {
+	case err == nil:
+		return false, nil
+	case lockHeld(err) || errors.Is(err, syscall.EINTR):
+		return true, nil
+	}
+	return false, err
 }

@@ -1,25 +1,20 @@
-//go:build windows
-
 package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/windows"
-
 	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
 // lockFile takes the lock huggingface_hub takes around a download
-// (.locks/models--org--name/<etag>.lock). On Windows Python's filelock
-// locks the file's first byte (msvcrt.locking); LockFileEx on that byte is
-// the same lock, so the two exclude each other. waiting is called once
-// when another process holds it.
+// (.locks/models--org--name/<etag>.lock: fileio.TryLock is the lock Python's
+// filelock takes on Unix and on Windows), so that two downloads of one blob
+// never write the same .incomplete file. waiting is called once when
+// another process holds it.
 func lockFile(ctx context.Context, path string, waiting func()) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %v", filepath.Dir(path), fileio.PathErr(err))
@@ -28,21 +23,15 @@ func lockFile(ctx context.Context, path string, waiting func()) (unlock func(), 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, fileio.PathErr(err))
 	}
-	h := windows.Handle(f.Fd())
 	told := false
 	for {
-		var ol windows.Overlapped
-		err := windows.LockFileEx(h, windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &ol)
-		if err == nil {
-			return func() {
-				var ol windows.Overlapped
-				windows.UnlockFileEx(h, 0, 1, 0, &ol)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
+		held, err := fileio.TryLock(f)
+		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		if !held {
+			return func() { f.Close() }, nil // closing releases the lock
 		}
 		if !told {
 			waiting()
