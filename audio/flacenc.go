@@ -146,29 +146,10 @@ func flacFrame(pcm [][]int32, start, end int, num uint64, rate int) []byte {
 // flacRateCode is a frame header's sample rate code and the bits (and
 // value) that follow the header for it.
 func flacRateCode(rate int) (code uint64, tail int, val uint64) {
-	switch rate {
-	case 88200:
-		return 1, 0, 0
-	case 176400:
-		return 2, 0, 0
-	case 192000:
-		return 3, 0, 0
-	case 8000:
-		return 4, 0, 0
-	case 16000:
-		return 5, 0, 0
-	case 22050:
-		return 6, 0, 0
-	case 24000:
-		return 7, 0, 0
-	case 32000:
-		return 8, 0, 0
-	case 44100:
-		return 9, 0, 0
-	case 48000:
-		return 10, 0, 0
-	case 96000:
-		return 11, 0, 0
+	for c, r := range flacRates[1:12] { // the decoder's table of the codes 1–11
+		if r == rate {
+			return uint64(c + 1), 0, 0
+		}
 	}
 	switch {
 	case rate%1000 == 0 && rate/1000 < 256:
