@@ -177,3 +177,18 @@ func TestFLACEncoderFrameNumbers(t *testing.T) {
 		}
 	}
 }
+
+// Every rate is written with a code (or the bits after the header) the
+// decoder reads back to the same rate.
+func TestEncodeFLACRates(t *testing.T) {
+	for _, rate := range []int{8000, 11025, 16000, 22050, 24000, 44100, 48000, 88200, 96000, 176400, 192000, 7350, 96001, 44000} {
+		var f bytes.Buffer
+		if err := EncodeFLAC16(&f, [][]float32{make([]float32, 5000)}, rate); err != nil {
+			t.Fatal(err)
+		}
+		clip, err := DecodeReaderAt(bytes.NewReader(f.Bytes()), int64(f.Len()), "x.flac")
+		if err != nil || clip.SampleRate != rate {
+			t.Fatalf("%d Hz: read back at %v Hz, %v", rate, clip, err)
+		}
+	}
+}
