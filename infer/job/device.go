@@ -115,9 +115,6 @@ var (
 // CUDAAvailable reports whether a usable GPU and its driver exist.
 func CUDAAvailable() bool { return cuda.Available() == nil }
 
-// CUDAUnavailable says why there is no usable GPU (nil when there is one).
-func CUDAUnavailable() error { return cuda.Available() }
-
 // CheckDeviceOptions checks the values of o without opening anything: a
 // bad --device, --compute-dtype, --threads or kernel name is a usage error
 // the caller reports before any file is read.
@@ -267,10 +264,6 @@ func (d *Device) Plan() *offload.Plan {
 
 // Name describes the backend for a log line.
 func (d *Device) Name() string { return d.Backend().Name() }
-
-// ResidentKV reports whether the KV cache and activations live in device
-// memory (not counted in the host memory estimate).
-func (d *Device) ResidentKV() bool { return d.Kind == DeviceCUDA }
 
 // Place starts the LM's offload executor where the device has a plan (the
 // simulated device, a --cpu-offload GPU) and returns the Weights the LM

@@ -76,9 +76,6 @@ func NewSession(eng *lm.Engine, codec *mimi.Model) *Session {
 	return s
 }
 
-// FrameSize is the samples of user audio per frame (0 without a codec).
-func (s *Session) FrameSize() int { return s.frame }
-
 // Join adds a conversation; it runs from the next Step. A conversation
 // with Audio gets fresh codec streams.
 func (s *Session) Join(c *Conversation) {

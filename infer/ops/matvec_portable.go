@@ -77,10 +77,6 @@ func kernelByName(name string) *kernelSet {
 	return nil
 }
 
-// BestKernel names the fastest matrix kernel variant this CPU runs (the
-// one an engine without EngineOptions.Kernel uses).
-func BestKernel() string { return bestKernel().name }
-
 // KernelNames lists the variants this CPU can run.
 func KernelNames() []string {
 	var out []string
