@@ -452,7 +452,7 @@ func (e *Encoder) transformed() ([]float32, int) {
 // quantize codes the latent (T rows after the downsample: one).
 func (e *Encoder) quantize(x []float32, T int) []int {
 	e.setLatent(x, T)
-	e.m.q.encode(e.codes, e.latent, e.qs)
+	e.m.q.encode(e.m.host, e.codes, e.latent, e.qs)
 	return e.codes
 }
 
@@ -533,7 +533,7 @@ func (d *Decoder) upsample(codes []int) {
 	if err := m.CheckCodes(codes); err != nil {
 		panic(err.Error())
 	}
-	d.latent = m.q.decode(codes, d.qs)
+	d.latent = m.q.decode(m.host, codes, d.qs)
 	x, T := d.latent, 1
 	if d.up != nil {
 		x, T = d.up.forward(x, T)
@@ -640,7 +640,7 @@ func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
 		e.setLatent(b.xs[i], b.ts[i])
 		b.xs[i], b.qs[i], b.codes[i] = e.latent, e.qs, e.codes
 	}
-	m.q.encodeBatch(b.codes, b.xs, b.qs, &b.quant)
+	m.q.encodeBatch(m.host, b.codes, b.xs, b.qs, &b.quant)
 	for i, e := range encs {
 		out[i] = append(out[i][:0], e.codes...)
 	}

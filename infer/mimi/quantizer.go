@@ -50,14 +50,14 @@ func (cb *codebook) vec(code int) []float32 {
 // nearest is torch.cdist(x, codebook).argmin(): the distance is computed as
 // cdist does for many centroids, sqrt(max(|x|²+|c|²−2x·c, 0)), and ties keep
 // the first index. dots is scratch of len bins.
-func (cb *codebook) nearest(x, dots []float32) int {
-	cb.vecs.MatVec(dots, x)
-	return cb.pick(x, dots)
+func (cb *codebook) nearest(e *ops.Engine, x, dots []float32) int {
+	e.MatVec(cb.vecs, dots, x)
+	return cb.pick(e, x, dots)
 }
 
 // pick is nearest's search given the products dots = codebook·x.
-func (cb *codebook) pick(x, dots []float32) int {
-	xn := ops.Dot(x, x)
+func (cb *codebook) pick(e *ops.Engine, x, dots []float32) int {
+	xn := e.Dot(x, x)
 	best, bestD := 0, float32(math.Inf(1))
 	for i, d := range dots {
 		v := max(xn+cb.norms[i]-2*d, 0)
@@ -168,12 +168,13 @@ func (qz *quantizer) newScratch() *quantScratch {
 		dots: make([]float32, qz.bins), out: make([]float32, qz.outDim), tmp: make([]float32, qz.outDim)}
 }
 
-// encode quantizes one latent vector into codes (len = codebooks in use).
-func (qz *quantizer) encode(codes []int, x []float32, sc *quantScratch) {
+// encode quantizes one latent vector into codes (len = codebooks in use),
+// on the codec's CPU engine e.
+func (qz *quantizer) encode(e *ops.Engine, codes []int, x []float32, sc *quantScratch) {
 	enc := func(r *rvq, codes []int) {
-		r.inProj.MatVec(sc.res, x)
+		e.MatVec(r.inProj, sc.res, x)
 		for i, cb := range r.books {
-			c := cb.nearest(sc.res, sc.dots)
+			c := cb.nearest(e, sc.res, sc.dots)
 			codes[i] = c
 			v := cb.vec(c)
 			for j := range sc.res {
@@ -188,13 +189,13 @@ func (qz *quantizer) encode(codes []int, x []float32, sc *quantScratch) {
 }
 
 // decode writes the latent vector of codes into sc.out and returns it.
-func (qz *quantizer) decode(codes []int, sc *quantScratch) []float32 {
+func (qz *quantizer) decode(e *ops.Engine, codes []int, sc *quantScratch) []float32 {
 	dec := func(r *rvq, codes []int, dst []float32) {
 		clear(sc.q)
 		for i, cb := range r.books {
 			ops.Add(sc.q, cb.vec(codes[i]))
 		}
-		r.outProj.MatVec(dst, sc.q)
+		e.MatVec(r.outProj, dst, sc.q)
 	}
 	dec(qz.first, codes[:1], sc.out)
 	if qz.rest != nil {
@@ -212,18 +213,18 @@ type quantBatch struct{ res, dots [][]float32 }
 // products run as one MatMul over the streams, which reads every codebook
 // once for the batch and gives each row MatVec's bits; the nearest search
 // and the residual update stay per stream. codes[i] receives stream i's.
-func (qz *quantizer) encodeBatch(codes [][]int, xs [][]float32, scs []*quantScratch, qb *quantBatch) {
+func (qz *quantizer) encodeBatch(e *ops.Engine, codes [][]int, xs [][]float32, scs []*quantScratch, qb *quantBatch) {
 	B := len(xs)
 	qb.res, qb.dots = at(qb.res, B), at(qb.dots, B)
 	for i, sc := range scs {
 		qb.res[i], qb.dots[i] = sc.res, sc.dots
 	}
 	enc := func(r *rvq, first, n int) {
-		r.inProj.MatMul(qb.res, xs)
+		e.MatMul(r.inProj, qb.res, xs)
 		for k, cb := range r.books[:n] {
-			cb.vecs.MatMul(qb.dots, qb.res)
+			e.MatMul(cb.vecs, qb.dots, qb.res)
 			for i, sc := range scs {
-				c := cb.pick(sc.res, sc.dots)
+				c := cb.pick(e, sc.res, sc.dots)
 				codes[i][first+k] = c
 				v := cb.vec(c)
 				for j := range sc.res {
