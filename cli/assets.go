@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -121,50 +118,12 @@ func wantsVoiceDir(c *ucli.Context) bool {
 	return true
 }
 
-// withSignals is a context that SIGINT/SIGTERM cancel; signal names the
-// signal that did (SIGINT if none was seen).
+// withSignals is a context that SIGINT/SIGTERM cancel; signalled names
+// the signal that did (SIGINT if none was seen). A second signal exits at
+// once (130 / 143). It is batch's handler without a grace period.
 func withSignals() (ctx context.Context, stop func(), signalled func() os.Signal) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigc := make(chan os.Signal, 2)
-	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-	got := make(chan os.Signal, 1)
-	go func() {
-		select {
-		case s := <-sigc:
-			got <- s
-			cancel()
-		case <-ctx.Done():
-			return
-		}
-		// A second signal stops at once, whatever the run is blocked in
-		// (the sweep of the next run removes what it leaves).
-		if s, ok := <-sigc; ok {
-			code := 130
-			if s == syscall.SIGTERM {
-				code = 143
-			}
-			fmt.Fprintf(os.Stderr, "pp-offline: %v again: stopped at once\n", s)
-			os.Exit(code)
-		}
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			signal.Stop(sigc)
-			cancel()
-			close(sigc)
-		})
-	}
-	signalled = func() os.Signal {
-		select {
-		case s := <-got:
-			got <- s
-			return s
-		default:
-			return os.Interrupt
-		}
-	}
-	return ctx, stop, signalled
+	s := newBatchSignals(0, nil)
+	return s.ctx, s.stop, s.signalled
 }
 
 // downloadProgress shows a transfer: a bar on a terminal, a log line every

@@ -562,7 +562,8 @@ func (b *batchRun) modelIdentity(o job.Options) batchjob.Fingerprint {
 // whether the conversations in flight can end within the grace period
 // (batchjob.GraceFits on the measured step time); the context is
 // cancelled when they cannot, or when the grace period is over. A second
-// signal exits at once, as withSignals does (130 / 143).
+// signal exits at once (130 / 143). withSignals is this handler with no
+// grace period.
 type batchSignals struct {
 	ctx    context.Context
 	cancel context.CancelFunc
