@@ -1,8 +1,12 @@
 package audio
 
 import (
+	"bytes"
+	"crypto/md5"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math/bits"
 )
@@ -16,7 +20,8 @@ import (
 // bit depths 4 to 32, CONSTANT, VERBATIM, FIXED and LPC subframes with
 // wasted bits, both Rice residual codings with escaped partitions, the three
 // stereo decorrelations (in int64, so the 33-bit side channel fits), the
-// header CRC-8 and the frame CRC-16 of every frame.
+// header CRC-8 and the frame CRC-16 of every frame, and STREAMINFO's MD5
+// signature of the whole audio (when the encoder wrote one).
 //
 // Integer samples of b bits are divided by 2^(b−1), as sphn (symphonia) and
 // ffmpeg's float conversion do, so FLAC decodes to exactly the float32
@@ -52,6 +57,7 @@ func decodeFLAC(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, er
 		if declared > 0 && int64(sink.frames+bs) > declared {
 			return nil, formatErr(name, "corrupt FLAC stream: frame %d goes past the %d samples its header declares", n, declared)
 		}
+		d.hashFrame(bs)
 		dst, err := sink.next(bs)
 		if err != nil {
 			return nil, err
@@ -68,7 +74,41 @@ func decodeFLAC(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, er
 	if declared != 0 && int64(sink.frames) < declared {
 		return nil, formatErr(name, "truncated FLAC stream: header says %d samples, only %d decoded", declared, sink.frames)
 	}
+	if d.sum != nil && !bytes.Equal(d.sum.Sum(nil), d.md5[:]) {
+		// Every frame's CRC matched, yet the audio is not what the
+		// encoder signed: as `flac -d` (and `flac -t`) refuse it.
+		return nil, formatErr(name, "corrupt FLAC stream: the decoded audio does not match the MD5 signature in STREAMINFO")
+	}
 	return sink.clip()
+}
+
+// hashFrame adds the current frame's bs samples to the MD5 signature: as
+// the format signs them, interleaved, each little-endian in the fewest
+// whole bytes that hold the bit depth.
+func (d *flacDecoder) hashFrame(bs int) {
+	if d.md5 == ([16]byte{}) {
+		return // the encoder left the signature out
+	}
+	if d.sum == nil {
+		d.sum = md5.New()
+	}
+	nb := int(d.info.bps+7) / 8
+	nch := len(d.samples)
+	need := bs * nch * nb
+	if cap(d.sumBuf) < need {
+		d.sumBuf = make([]byte, need)
+	}
+	buf := d.sumBuf[:need]
+	for c := range nch {
+		s := d.samples[c][:bs]
+		for i, v := range s {
+			p := buf[(i*nch+c)*nb:]
+			for k := range nb {
+				p[k] = byte(v >> (8 * k))
+			}
+		}
+	}
+	d.sum.Write(buf)
 }
 
 // flacStreamInfo is what decoding needs of STREAMINFO.
@@ -84,6 +124,10 @@ type flacDecoder struct {
 	size int64
 	name string
 	info flacStreamInfo
+
+	md5    [16]byte  // STREAMINFO's signature of the audio (zero: none)
+	sum    hash.Hash // MD5 of the samples decoded so far (nil: no signature)
+	sumBuf []byte    // one frame's samples as the signature counts them
 
 	samples  [][]int64 // per channel, decoded samples of the current frame
 	variable bool      // blocking strategy of the first frame
@@ -143,8 +187,12 @@ func (d *flacDecoder) readStreamInfo() error {
 		}
 		f[i] = v
 	}
-	if err := b.skip(16); err != nil { // MD5 of the audio
-		return errors.New("the file ends inside STREAMINFO")
+	for i := range 2 { // MD5 of the audio
+		v, err := b.read(64)
+		if err != nil {
+			return errors.New("the file ends inside STREAMINFO")
+		}
+		binary.BigEndian.PutUint64(d.md5[8*i:], v)
 	}
 	// The block sizes are not checked: only the frames' own count, and
 	// encoders write odd values here (0, or below 16 for a short stream).

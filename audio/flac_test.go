@@ -2,6 +2,7 @@ package audio
 
 import (
 	"bytes"
+	"crypto/md5"
 	"math"
 	"os"
 	"os/exec"
@@ -231,6 +232,25 @@ func TestFLACDamaged(t *testing.T) {
 	threeBit[4+4+12] &^= 0x01 // bps−1 straddles bytes 20 and 21
 	threeBit[4+4+13] = threeBit[4+4+13]&0x0F | 0x20
 	tag := append(bytes.Clone(good), append([]byte("TAG"), make([]byte, 125)...)...)
+	// The MD5 signature: the samples interleaved, 16-bit little-endian.
+	h := md5.New()
+	for _, f := range s.frames {
+		for i := range f.samples[0] {
+			for _, ch := range f.samples {
+				h.Write([]byte{byte(ch[i]), byte(ch[i] >> 8)})
+			}
+		}
+	}
+	signed := withMD5(good, h.Sum(nil))
+	var wrongSum [16]byte
+	copy(wrongSum[:], h.Sum(nil))
+	wrongSum[15] ^= 1
+	wrong := withMD5(good, wrongSum[:])
+	// A frame re-encoded with other samples and a right CRC: only the
+	// signature tells.
+	alt := base()
+	alt.frames[1].samples[0][7]++
+	altSigned := withMD5(alt.bytes(), h.Sum(nil))
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -248,6 +268,9 @@ func TestFLACDamaged(t *testing.T) {
 		{"cut in a frame", good[:at[2]+10], "x.flac: truncated FLAC stream (frame 2 is cut off)"},
 		{"cut at a frame", good[:at[2]], "x.flac: truncated FLAC stream: header says 3456 samples, only 2304 decoded"},
 		{"trailing tag", tag, ""},
+		{"md5 right", signed, ""},
+		{"md5 wrong", wrong, "x.flac: corrupt FLAC stream: the decoded audio does not match the MD5 signature in STREAMINFO"},
+		{"md5 of other audio", altSigned, "x.flac: corrupt FLAC stream: the decoded audio does not match the MD5 signature in STREAMINFO"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "cut at a frame" || tc.name == "cut in a frame" || tc.name == "trailing tag" {
@@ -266,6 +289,13 @@ func TestFLACDamaged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withMD5 sets STREAMINFO's MD5 signature.
+func withMD5(b, sum []byte) []byte {
+	b = bytes.Clone(b)
+	copy(b[4+4+18:4+4+34], sum)
+	return b
 }
 
 // withTotal sets STREAMINFO's total sample count.
