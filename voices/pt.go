@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/fileio"
 	"io"
 	"math"
 	"math/big"
@@ -126,7 +127,13 @@ func DecodePT(data []byte, name string) (*Prompt, error) {
 
 func decodePT(r io.ReaderAt, size int64, l Limits) (p *Prompt, err error) {
 	var magic [4]byte
-	if n, _ := r.ReadAt(magic[:], 0); n < 4 || string(magic[:]) != "PK\x03\x04" {
+	n, rerr := r.ReadAt(magic[:], 0)
+	if rerr != nil && !errors.Is(rerr, io.EOF) {
+		// An I/O error (a bad sector, a lost network mount) is said as
+		// such, not as a file of the wrong kind.
+		return nil, fmt.Errorf("reading: %w", fileio.PathErr(rerr))
+	}
+	if n < 4 || string(magic[:]) != "PK\x03\x04" {
 		if n >= 1 && magic[0] == 0x80 {
 			return nil, errors.New("legacy (pre-1.6, non-zip) torch.save format is not supported; re-save it with torch ≥ 1.6")
 		}
