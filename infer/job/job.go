@@ -148,9 +148,10 @@ func finiteAudio(path string, x []float32, rate int) error {
 // once and runs every item next yields, up to o.BatchSize (default 1)
 // conversations in lockstep — each LM step and each codec transformer pass
 // reads the weights once for all of them. Items join as slots free up
-// (their prompt phases run as prefills in the next pass) and leave when
-// their input ends, so inputs of different lengths stream through one
-// batch. Every item's outputs are bit-identical to a run of it alone,
+// (their prompt phases run as prefills in the next pass, or are restored
+// from the job's prompt cache when an earlier item had the same voice and
+// text prompt: Options.PromptCache) and leave when their input ends, so
+// inputs of different lengths stream through one batch. Every item's outputs are bit-identical to a run of it alone,
 // whatever the batch size, its slot or its neighbours.
 //
 // done is called once per item, in the order items finish, with its
@@ -201,6 +202,7 @@ func RunItemsGraceful(ctx context.Context, o Options, g Graceful, next func() (*
 	}
 	j := &itemsRun{ctx: ctx, o: o, cfg: o.Config, B: max(1, o.BatchSize), tok: tok, next: next, done: done, g: g}
 	j.inputLimits = inputLimits(j.B)
+	j.prompts = openPromptCache(o)
 	// The first batch's inputs are read before the models load: when none
 	// is usable, nothing is loaded.
 	for len(j.queue) < j.B && !j.stopRequested() && j.pull() {
@@ -263,6 +265,8 @@ type itemsRun struct {
 	exhausted   bool
 	inputLimits audio.Limits // what one item's audio may decode to
 
+	prompts *promptCache // nil: off (Options.PromptCache < 0)
+
 	d     *Device
 	codec *mimi.Model
 	model *lm.Model
@@ -319,6 +323,9 @@ func (j *itemsRun) open() error {
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
 	for _, r := range j.queue { // the first batch's decoded audio, held while it runs
 		est.Other += 4 * int64(len(r.in.user)+len(r.in.voiceAudio))
+	}
+	if j.prompts != nil && !(j.exhausted && len(j.queue) <= 1) {
+		est.KV += j.prompts.maxBytes // the prompt cache's states (on a GPU, in its memory)
 	}
 	blocks, _ := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
 	est.Other += blocks
@@ -385,18 +392,8 @@ func (j *itemsRun) start(r ready) (c *item, err error) {
 		FrameRate:       cfg.Mimi.FrameRate,
 		StepwisePrompts: o.StepwisePrompts,
 	})
-	if in.voiceAudio != nil {
-		progress(o, "encoding the voice prompt")
-		if in.sys.VoiceFrames, err = encodeAll(j.ctx, j.codec.NewEncoder(), in.voiceAudio, frame); err != nil {
-			return nil, err
-		}
-	}
-	progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
-	if p := in.promptSteps(cfg, frame); p >= cfg.Context {
-		o.Log.Infof("warning: %s: the prompt phases (%d steps: voice prompt, text prompt, silences) are longer than the model's context (%d): the conversation starts without their beginning", it.VoicePrompt, p, cfg.Context)
-	}
-	if err := gen.QueueSystemPrompts(in.sys); err != nil {
-		return nil, fmt.Errorf("%s: %v", it.VoicePrompt, err)
+	if err := j.prompt(gen, it, in); err != nil {
+		return nil, err
 	}
 	n := (len(in.user) + frame - 1) / frame
 	c = &item{it: it, in: in, n: n,
@@ -413,6 +410,59 @@ func (j *itemsRun) start(r ready) (c *item, err error) {
 		o.Progress.Start(c.n, float64(frame)/float64(cfg.Mimi.SampleRate))
 	}
 	return c, nil
+}
+
+// prompt puts gen where the item's prompt phases leave it: restored from
+// the prompt cache when a conversation with the same prompts ran them
+// (nothing is encoded or computed), else run. A state that later items may
+// reuse is computed at once (its prefill alone, then copied into the
+// cache); otherwise the phases stay queued and their prefill joins the
+// session's next pass, as without a cache (a job of one item).
+func (j *itemsRun) prompt(gen *lm.Gen, it *Item, in *inputs) error {
+	o, cfg, frame := j.o, j.cfg, j.frame
+	var key promptKey
+	if j.prompts != nil {
+		key = promptKeyOf(in, o.StepwisePrompts, cfg.Mimi.FrameRate)
+		if snap := j.prompts.get(key); snap != nil {
+			progress(o, fmt.Sprintf("prompt phases (%d text tokens): from the prompt cache", len(in.sys.TextIDs)))
+			j.contextWarning(it, in)
+			gen.Restore(snap)
+			return nil
+		}
+	}
+	if in.voiceAudio != nil {
+		progress(o, "encoding the voice prompt")
+		var err error
+		if in.sys.VoiceFrames, err = encodeAll(j.ctx, j.codec.NewEncoder(), in.voiceAudio, frame); err != nil {
+			return err
+		}
+	}
+	progress(o, fmt.Sprintf("prompt phases (%d text tokens)", len(in.sys.TextIDs)))
+	j.contextWarning(it, in)
+	if err := gen.QueueSystemPrompts(in.sys); err != nil {
+		return fmt.Errorf("%s: %v", it.VoicePrompt, err)
+	}
+	// Another item may come: the one queued, or the next one read now
+	// (a bad one fails through done, as it would a step later).
+	// A checkpoint changed under the job is left to the check before the
+	// next step, which stops the job.
+	if j.prompts == nil || !(len(j.queue) > 0 || j.pull()) || j.model.CheckFile() != nil {
+		return nil
+	}
+	snap := gen.Snapshot() // the prefill, alone
+	if err := j.ctx.Err(); err != nil {
+		return err
+	}
+	j.prompts.put(key, snap, snap.Bytes())
+	return nil
+}
+
+// contextWarning says when an item's prompt phases do not fit the model's
+// context.
+func (j *itemsRun) contextWarning(it *Item, in *inputs) {
+	if p := in.promptSteps(j.cfg, j.frame); p >= j.cfg.Context {
+		j.o.Log.Infof("warning: %s: the prompt phases (%d steps: voice prompt, text prompt, silences) are longer than the model's context (%d): the conversation starts without their beginning", it.VoicePrompt, p, j.cfg.Context)
+	}
 }
 
 // run steps the session until every item has run: items join as members
@@ -478,6 +528,9 @@ func (j *itemsRun) run() error {
 			delete(active, m)
 			j.done(c.finish())
 		}
+	}
+	if j.prompts != nil && j.prompts.hits+len(j.prompts.entries) > 0 {
+		j.o.Log.Infof("%s", j.prompts)
 	}
 	line, err := j.d.Finish()
 	if err != nil {

@@ -65,6 +65,13 @@ type Options struct {
 	// reference does, instead of one prefill (same tokens; for tests).
 	StepwisePrompts bool
 
+	// PromptCache is the number of post-prompt states the job keeps (0:
+	// DefaultPromptCache; < 0: none, every conversation runs its own prompt
+	// phases): conversations with the same voice prompt and text prompt
+	// start from one computed state, copied, instead of running the prompt
+	// phases again (promptcache.go). Outputs are identical either way.
+	PromptCache int
+
 	// Quantize is --weights: the LM's linear weights quantized at load, ""
 	// (the checkpoint's dtypes), "q8_0" or "q4_k" (lm.QuantDType; not
 	// bit-identical to the reference).
