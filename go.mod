@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/ebitengine/purego v0.11.3
-	github.com/hajimehoshi/go-mp3 v0.3.4
 	github.com/jfreymuth/vorbis v1.0.2
 	github.com/nlpodyssey/gopickle v0.2.0
 	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c

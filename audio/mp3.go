@@ -2,10 +2,10 @@ package audio
 
 import (
 	"errors"
+	"fmt"
 	"io"
-	"strings"
 
-	mp3 "github.com/hajimehoshi/go-mp3"
+	"github.com/pp-offline/pp-offline/audio/internal/mp3"
 )
 
 // mp3Decoder is the decoder delay of an MP3 decoder (the synthesis filter
@@ -16,126 +16,209 @@ const mp3Decoder = 529
 // maxID3 bounds the ID3v2 tags skipped before the first frame.
 const maxID3Tags = 16
 
-// decodeMP3 decodes an MP3 file with github.com/hajimehoshi/go-mp3 (see
-// decode.go for why that library) and trims it the way ffmpeg does.
+// maxMP3Junk bounds the bytes searched for the first frame after the tags.
+const maxMP3Junk = 4096
+
+// decodeMP3 decodes an MPEG-1, MPEG-2 or MPEG-2.5 layer III file with
+// pp-offline's own decoder (audio/internal/mp3) and trims it the way ffmpeg
+// does.
 //
-// go-mp3 yields 16-bit stereo for every file and decodes every frame,
-// including the Xing/Info (or VBRI) frame an encoder puts first (silence)
-// and the encoder delay and padding recorded in LAME's tag. Here: ID3v2 tags
-// are skipped with their sizes bounded by the file (go-mp3 itself would
-// allocate whatever size a tag claims); the first frame's header gives the
-// channel count (a mono file yields its left channel) and its Xing/LAME tag
-// the samples to drop, as ffmpeg's gapless trimming drops them: the Xing
-// frame, then encoder delay + 529 at the start, padding − 529 at the end.
+// ID3v2 tags are skipped with their sizes bounded by the file; the first
+// frame's header gives the sample rate and the channel count (a mono file
+// gives one channel; a stereo frame in it gives its left channel, a mono
+// frame in a stereo file both), and its Xing/LAME tag the samples to drop,
+// as ffmpeg's gapless trimming drops them: the Xing frame (decoded, as
+// silence), then encoder delay + 529 at the start, padding − 529 at the
+// end. Frames follow one another; where the next bytes are no frame header
+// of the stream (junk, a tag inside the file, a header of another version or
+// rate) decoding resumes at the next header that another one follows, as
+// decoders resynchronise; trailing tags end the stream. A frame whose side
+// information or main data is invalid is decoded as silence (its length
+// kept: the granule concealment ffmpeg also does), a frame whose main data
+// begins before the stream (a cut file) likewise; a file none of whose
+// frames decodes is an error. A last frame cut off by the end of the file is
+// dropped, what came before kept, as ffmpeg and symphonia keep it.
 func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip, err error) {
 	defer guard(name, "MP3", &err)
 	off, err := skipID3(r, size, name)
 	if err != nil {
 		return nil, err
 	}
+	win := &mp3Window{r: r, size: size}
 	// The first frame header must follow the tags (a little junk is
 	// tolerated, as decoders do).
-	var head [4]byte
-	var h mpegHeader
+	var h mp3.Header
 	found := false
-	const maxJunk = 4096
-	for skip := int64(0); skip < maxJunk && off+4 <= size; skip++ {
-		if _, err := r.ReadAt(head[:], off); err != nil {
+	var why error
+	for end := min(off+maxMP3Junk, size-3); off < end; off++ {
+		b, err := win.at(off, 4)
+		if err != nil {
 			return nil, formatErr(name, "reading MP3 data: %v", err)
 		}
-		if h2, ok := parseMPEGHeader(head[:]); ok && h2.layer == 3 {
+		h2, herr := mp3.ParseHeader(b)
+		if herr == nil {
 			h, found = h2, true
 			break
 		}
-		off++
+		if errors.Is(herr, mp3.ErrFreeFormat) && why == nil {
+			why = herr
+		}
 	}
 	if !found {
+		if why != nil {
+			return nil, formatErr(name, "%v", why)
+		}
 		return nil, formatErr(name, "no MP3 frame found after the ID3 tag")
-	}
-	if h.version == 25 {
-		// MPEG-2.5 (8, 11.025, 12 kHz: telephone recordings). go-mp3
-		// refuses it and no well-kept pure-Go decoder reads it, so it goes
-		// through ffmpeg when that is installed (ffmpeg.go), with the
-		// same limits; without ffmpeg the error says how to convert it.
-		return decodeFFmpeg(r, size, name, "MPEG-2.5 MP3 (8 / 11.025 / 12 kHz)", o)
 	}
 	skipStart, dropEnd := 0, 0
 	var declared int64 // frames the Xing/Info tag counts (0: unknown)
-	first := make([]byte, min(int64(h.frameBytes), size-off))
-	if _, err := r.ReadAt(first, off); err != nil && !errors.Is(err, io.EOF) {
+	first, err := win.at(off, h.FrameBytes)
+	if err != nil {
 		return nil, formatErr(name, "reading MP3 data: %v", err)
 	}
-	if info, ok := parseXing(first, h); ok {
-		skipStart = h.samples // the Xing/Info frame itself
-		declared = int64(info.frames) * int64(h.samples)
+	if info, ok := parseXing(first, mpegHeader{version: h.Version, crc: h.CRC, mono: h.Mode == mp3.Mono}); ok {
+		skipStart = h.Samples // the Xing/Info frame itself
+		declared = int64(info.frames) * int64(h.Samples)
 		if info.lame {
 			skipStart += info.delay + mp3Decoder
 			dropEnd = max(info.padding-mp3Decoder, 0)
 		}
 	}
-
-	// A plain io.Reader: given an io.Seeker, go-mp3 would first scan the
-	// whole file for frame offsets.
-	src := struct{ io.Reader }{io.NewSectionReader(r, off, size-off)}
-	d, err := mp3.NewDecoder(src)
-	if err != nil {
-		return nil, formatErr(name, "corrupt MP3 data: %s", mp3Err(err))
-	}
-	if d.SampleRate() != h.rate {
-		return nil, formatErr(name, "corrupt MP3 data: first frame says %d Hz, the decoder %d Hz", h.rate, d.SampleRate())
-	}
-	nch := 2
-	if h.mono {
-		nch = 1
-	}
+	nch := h.Channels()
 	// The Xing count is checked against the limit before decoding; it is
 	// not trusted further (concatenated files make it short), so decoding
 	// past it only grows the store, under the limit.
-	sink, err := newSink(name, "MP3", nch, h.rate, declared, o)
+	sink, err := newSink(name, "MP3", nch, h.Rate, declared, o)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 1<<16)
-	var carry int
-	for {
-		n, rerr := d.Read(buf[carry:])
-		n += carry
-		frames := n / 4
-		dst, err := sink.next(frames)
+	dec := mp3.NewDecoder()
+	var pcm [2][]float32
+	pcm[0], pcm[1] = make([]float32, 1152), make([]float32, 1152)
+	good, bad := 0, 0
+	var firstBad error
+	for off+4 <= size {
+		b, err := win.at(off, 4)
+		if err != nil {
+			return nil, formatErr(name, "reading MP3 data: %v", err)
+		}
+		fh, herr := mp3.ParseHeader(b)
+		if herr != nil || !h.SameStream(fh) {
+			next, err := win.resync(h, off+1)
+			if err != nil {
+				return nil, formatErr(name, "reading MP3 data: %v", err)
+			}
+			if next < 0 {
+				break // trailing tags or junk
+			}
+			off = next
+			continue
+		}
+		fr, err := win.at(off, fh.FrameBytes)
+		if err != nil {
+			return nil, formatErr(name, "reading MP3 data: %v", err)
+		}
+		if len(fr) < fh.FrameBytes {
+			break // cut off by the end of the file
+		}
+		if _, err := dec.Decode(fr, pcm); err != nil {
+			if !errors.Is(err, mp3.ErrCorrupt) {
+				return nil, formatErr(name, "corrupt MP3 data at offset %d: %s", off, oneLine(err.Error()))
+			}
+			if bad++; firstBad == nil {
+				firstBad = fmt.Errorf("offset %d: %s", off, oneLine(err.Error()))
+			}
+		} else {
+			good++
+		}
+		dst, err := sink.next(fh.Samples)
 		if err != nil {
 			return nil, err
 		}
-		for c := 0; c < nch; c++ {
-			if d := dst[c]; d != nil {
-				for i := range d {
-					p := buf[4*i+2*c:]
-					d[i] = float32(int16(uint16(p[0])|uint16(p[1])<<8)) / 32768
-				}
+		for c, d := range dst {
+			if d == nil {
+				continue
 			}
-		}
-		carry = copy(buf, buf[4*frames:n])
-		if errors.Is(rerr, io.EOF) {
-			break
-		}
-		if rerr != nil {
-			if sink.frames > 0 && isMP3Truncation(rerr) {
-				// A cut-off last frame: what was decoded is kept, as
-				// ffmpeg and symphonia keep it.
-				break
+			src := pcm[0]
+			if c == 1 && fh.Channels() == 2 {
+				src = pcm[1]
 			}
-			return nil, formatErr(name, "corrupt MP3 data after %d samples: %s", sink.frames, mp3Err(rerr))
+			copy(d, src[:fh.Samples])
 		}
+		off += int64(fh.FrameBytes)
+	}
+	if good == 0 && firstBad != nil {
+		return nil, formatErr(name, "corrupt MP3 data: no frame decodes (%v)", firstBad)
 	}
 	sink.trim(skipStart, sink.frames-dropEnd)
 	return sink.clip()
 }
 
-func mp3Err(err error) string { return oneLine(err.Error()) }
+// mp3Window reads an MP3 file through a buffer.
+type mp3Window struct {
+	r     io.ReaderAt
+	size  int64
+	buf   []byte
+	start int64 // file offset of buf[0]
+}
 
-// isMP3Truncation: go-mp3 reports a frame cut off by the end of the file as
-// an unexpected EOF (its own error type, whose message says so).
-func isMP3Truncation(err error) bool {
-	return errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(strings.ToLower(err.Error()), "unexpected eof")
+// at returns the n bytes at off, fewer where the file ends first.
+func (w *mp3Window) at(off int64, n int) ([]byte, error) {
+	end := min(off+int64(n), w.size)
+	if off >= w.start && end <= w.start+int64(len(w.buf)) {
+		return w.buf[off-w.start : end-w.start], nil
+	}
+	const chunk = 1 << 16
+	if w.buf == nil {
+		w.buf = make([]byte, 0, chunk)
+	}
+	m := min(int64(max(n, chunk)), w.size-off)
+	if m <= 0 {
+		return nil, nil
+	}
+	if int64(cap(w.buf)) < m {
+		w.buf = make([]byte, 0, m)
+	}
+	w.buf = w.buf[:m]
+	got, err := w.r.ReadAt(w.buf, off)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == m) {
+		w.buf = w.buf[:0]
+		return nil, err
+	}
+	w.start = off
+	return w.buf[:end-off], nil
+}
+
+// resync finds the next frame header of the stream of h at or after off:
+// one whose next frame is another such header or the end of the file (so
+// that a stray sync pattern in junk is passed over). It returns -1 if there
+// is none.
+func (w *mp3Window) resync(h mp3.Header, off int64) (int64, error) {
+	for ; off+4 <= w.size; off++ {
+		b, err := w.at(off, 4)
+		if err != nil {
+			return 0, err
+		}
+		if b[0] != 0xFF {
+			continue
+		}
+		c, err := mp3.ParseHeader(b)
+		if err != nil || !h.SameStream(c) {
+			continue
+		}
+		next := off + int64(c.FrameBytes)
+		if next+4 > w.size {
+			return off, nil
+		}
+		b, err = w.at(next, 4)
+		if err != nil {
+			return 0, err
+		}
+		if d, err := mp3.ParseHeader(b); err == nil && h.SameStream(d) {
+			return off, nil
+		}
+	}
+	return -1, nil
 }
 
 // skipID3 returns the offset after the ID3v2 tags at the start of the file.
