@@ -7,12 +7,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestCacheDirAndTokenFromEnvironment(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Unix paths and $HOME (Windows: USERPROFILE)")
+	}
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "TRANSFORMERS_OFFLINE"} {
@@ -79,7 +83,7 @@ func TestValidateNames(t *testing.T) {
 		}
 	}
 	// A fine-tune's folder, as huggingface_hub names it.
-	if got := (Cache{Dir: "/c"}).RepoDir("someone/personaplex-ft"); got != "/c/models--someone--personaplex-ft" {
+	if got := (Cache{Dir: "/c"}).RepoDir("someone/personaplex-ft"); got != filepath.Join("/c", "models--someone--personaplex-ft") {
 		t.Errorf("RepoDir %q", got)
 	}
 	// A revision with slashes goes to the URL as one segment.
@@ -185,6 +189,9 @@ func TestHuggingfaceHubCacheFollowsRefs(t *testing.T) {
 // HUGGINGFACE_HUB_CACHE, then HF_HOME/hub, then XDG_CACHE_HOME, with ~ and
 // $VARS expanded.
 func TestCacheDirLegacyNameAndExpansion(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Unix paths and $HOME (Windows: USERPROFILE)")
+	}
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"} {

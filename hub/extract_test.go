@@ -54,7 +54,7 @@ func listTree(t *testing.T, dir string) []string {
 	filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err == nil && p != dir {
 			rel, _ := filepath.Rel(dir, p)
-			out = append(out, rel)
+			out = append(out, filepath.ToSlash(rel))
 		}
 		return nil
 	})

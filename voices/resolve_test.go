@@ -3,6 +3,7 @@ package voices
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestResolve(t *testing.T) {
 	}
 
 	_, err := Resolve("NATF9.pt", dir)
-	want := `voice prompt "NATF9.pt" not found in "` + dir + `" (tried ` + filepath.Join(dir, "NATF9.pt") + `, NATF9.pt); available: NATF0.pt, NATM1.pt, custom.WAV`
+	want := `voice prompt "NATF9.pt" not found in ` + strconv.Quote(dir) + ` (tried ` + filepath.Join(dir, "NATF9.pt") + `, NATF9.pt); available: NATF0.pt, NATM1.pt, custom.WAV`
 	if err == nil || err.Error() != want {
 		t.Errorf("missing voice:\n got %v\nwant %s", err, want)
 	}

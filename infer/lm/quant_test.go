@@ -188,6 +188,7 @@ func TestQuantDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { c.Close() }) // unmapped before TempDir's removal: Windows cannot remove a mapped file
 		wc := c.quantTargets(defaultPick(dt))
 		for i := range wa {
 			if wc[i].DType != wa[i].DType || !bytes.Equal(wa[i].Host, wc[i].Host) {

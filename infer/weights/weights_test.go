@@ -3,9 +3,11 @@ package weights
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -82,7 +84,7 @@ func TestErrorsNameTheProblem(t *testing.T) {
 
 func TestOpenFileErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Open(filepath.Join(dir, "nope.safetensors")); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := Open(filepath.Join(dir, "nope.safetensors")); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "directory") {
@@ -120,7 +122,7 @@ func TestWriteRoundTrip(t *testing.T) {
 		t.Fatalf("metadata %v", f.Metadata)
 	}
 	st, _ := os.Stat(p)
-	if st.Mode().Perm() != 0o644 {
+	if runtime.GOOS != "windows" && st.Mode().Perm() != 0o644 { // Windows has no mode bits
 		t.Fatalf("mode %v", st.Mode())
 	}
 }
@@ -210,6 +212,9 @@ func TestCheckIntact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
+	if runtime.GOOS == "windows" {
+		return // Windows refuses to truncate a mapped file (ERROR_USER_MAPPED_FILE): nothing to detect
+	}
 	if err := os.Truncate(p, 1000); err != nil {
 		t.Fatal(err)
 	}
