@@ -316,6 +316,9 @@ func (m Mat) tailRows(r0, r1, nl int, x, out []float32) {
 
 // mmRange computes rows [r0, r1) of dst[t] = m·xs[t] for all t.
 func (m Mat) mmRange(k *kernelSet, r0, r1 int, dst, xs [][]float32) {
+	if k.id != kPortable && m.archMMTiles(k, r0, r1, dst, xs) {
+		return
+	}
 	if m.q != nil {
 		m.mmRangeQ(k, r0, r1, dst, xs)
 		return

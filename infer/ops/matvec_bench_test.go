@@ -153,3 +153,45 @@ func BenchmarkDot(b *testing.B) {
 var sinkF float32
 
 func BenchmarkMatVecQ4_K_1024x1024(b *testing.B) { benchMatVec(b, weights.Q4_K, 1024, 1024) }
+
+// BenchmarkMatMulBatch times the batched product at the lockstep batch
+// sizes over one matrix of the ~1.3B model's shape (the FFN's output
+// projection, 2048×8448: 35 MB in bf16, more than L3), per weight dtype,
+// batch size and assembly variant; B = 1 is the matrix-vector product.
+// GFLOP/s against the FMA peak, MB/s of weights against
+// BenchmarkReadBandwidth tell which bound a batch size reaches.
+func BenchmarkMatMulBatch(b *testing.B) {
+	const rows, cols = 2048, 8448
+	rng := rand.New(rand.NewPCG(5, 5))
+	xs := make([][]float32, 32)
+	dst := make([][]float32, len(xs))
+	for i := range xs {
+		xs[i] = randVec(rng, cols)
+		dst[i] = make([]float32, rows)
+	}
+	for _, dt := range []weights.DType{weights.BF16, weights.Q8_0, weights.Q4_K, weights.F32} {
+		m := benchMat(dt, rows, cols)
+		for _, B := range []int{1, 2, 4, 8, 16, 32} {
+			for _, name := range KernelNames() {
+				if name == "portable" {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/B=%d/%s", dt, B, name), func(b *testing.B) {
+					withKernel(b, name, func() {
+						b.SetBytes(m.Bytes())
+						b.ReportAllocs()
+						for b.Loop() {
+							if B == 1 {
+								m.MatVec(dst[0], xs[0])
+							} else {
+								m.MatMul(dst[:B], xs[:B])
+							}
+						}
+						flops := 2 * float64(rows) * float64(cols) * float64(B) * float64(b.N)
+						b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					})
+				})
+			}
+		}
+	}
+}

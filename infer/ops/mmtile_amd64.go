@@ -1,0 +1,287 @@
+//go:build !purego
+
+package ops
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/pp-offline/pp-offline/infer/weights"
+)
+
+// Column-blocked register tiles of the matrix-matrix product
+// (mmtile_amd64.s). A product of B inputs runs, for each group of
+// mmtGroupRows weight rows, its columns in blocks small enough that the
+// block's inputs stay in L1 while every row tile of the group passes over
+// them; a tile's 32-lane accumulators go to memory between blocks. Each
+// output keeps the lane order of the matrix-vector product, so it has its
+// bits. Quantized weights are dequantized in registers inside the tile.
+
+//go:noescape
+func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtBF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtF32AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtF32AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtQ8_0AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtQ8_0AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtQ4_KAVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtQ4_KAVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtF32AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtQ8_0AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+//go:noescape
+func mmtQ4_KAVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+
+// Kernel flags (mmtile_amd64.s).
+const (
+	mmtLoad  = 1 // continue from the state
+	mmtFinal = 2 // last block: the sums
+	mmtPF    = 4 // prefetch the next row tile's block
+)
+
+// Tuning (results do not depend on these).
+const (
+	// mmtXBytes bounds the inputs' floats of one column block (L1 is
+	// 32-48 KiB on current x86 cores; the weights of a row tile and part
+	// of the state share it).
+	mmtXBytes = 32 << 10
+	// mmtGroupRows is the weight rows that pass over one column block of
+	// the inputs before the next block (a multiple of 3).
+	mmtGroupRows = 24
+	// mmtMaxT bounds the inputs of one pass over the weights (more run as
+	// several passes).
+	mmtMaxT = 16
+	// mmtAccFloats is one tile's state: 24 zmm (AVX-512) or 12 ymm (AVX2,
+	// which uses a quarter of it).
+	mmtAccFloats = 24 * 16
+)
+
+type mmtScratch struct{ acc []float32 }
+
+var mmtPool = sync.Pool{New: func() any { return new(mmtScratch) }}
+
+// mmtTile is one input tile of a pass: the kernel's T input slots (a slot
+// past n repeats input 0 of the tile: its outputs are dropped).
+type mmtTile struct {
+	t0, n, T int
+}
+
+// mmtKind picks the kernel: 0 = none.
+func mmtKind(id kernelID, dt weights.DType) int {
+	switch id {
+	case kAVX512:
+		switch dt {
+		case weights.BF16, weights.F16, weights.F32, weights.Q8_0, weights.Q4_K:
+			return 1
+		}
+	case kAVX2:
+		switch dt {
+		case weights.BF16, weights.F32:
+			return 2
+		case weights.F16, weights.Q8_0, weights.Q4_K:
+			if hasF16C {
+				return 2
+			}
+		}
+	}
+	return 0
+}
+
+// archMMTiles computes rows [r0, r1) of dst[t] = m·xs[t] for every t,
+// tail columns included; false if this variant has no tiles for m's dtype
+// (the caller then runs the portable path).
+func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
+	isa := mmtKind(k.id, m.DType)
+	c := m.Cols
+	nl := c &^ (lanes - 1)
+	R, Tmax, accF := 3, 4, mmtAccFloats
+	if isa == 2 {
+		R, Tmax, accF = 1, 3, 12*8
+	}
+	if isa == 0 || nl == 0 || r1-r0 < R {
+		return false
+	}
+	passes := (len(xs) + mmtMaxT - 1) / mmtMaxT
+	tb := (len(xs) + passes - 1) / passes
+	var tiles [mmtMaxT]mmtTile
+	ntiles := 0
+	for j := 0; j < tb; j += Tmax {
+		n := min(Tmax, tb-j)
+		T := Tmax
+		if isa == 1 && n <= 2 {
+			T = 2
+		}
+		tiles[ntiles] = mmtTile{t0: j, n: n, T: T}
+		ntiles++
+	}
+	cbk := max(256, mmtXBytes/(4*tb)&^255)
+	rEnd := r1 - (r1-r0)%R // rows [rEnd, r1) run on the mv kernel
+	s := mmtPool.Get().(*mmtScratch)
+	if need := mmtGroupRows / R * ntiles * accF; cap(s.acc) < need {
+		s.acc = make([]float32, need)
+	}
+	for p0 := 0; p0 < len(xs); p0 += tb {
+		p1 := min(p0+tb, len(xs))
+		// The last pass may be shorter: its tiles are a prefix.
+		for rg := r0; rg < rEnd; rg += mmtGroupRows {
+			re := min(rg+mmtGroupRows, rEnd)
+			for cb := 0; cb < nl; cb += cbk {
+				n := min(cbk, nl-cb)
+				fl := 0
+				if cb > 0 {
+					fl |= mmtLoad
+				}
+				if cb+n == nl {
+					fl |= mmtFinal
+				}
+				for r := rg; r < re; r += R {
+					for ti := range ntiles {
+						tl := tiles[ti]
+						if p0+tl.t0 >= p1 {
+							break
+						}
+						tn := min(tl.n, p1-p0-tl.t0)
+						acc := s.acc[((r-rg)/R*ntiles+ti)*accF:][:accF]
+						f := fl
+						if ti == 0 {
+							f |= mmtPF
+						}
+						var xp [4]*float32
+						for j := range tl.T {
+							if j < tn {
+								xp[j] = &xs[p0+tl.t0+j][cb]
+							} else {
+								xp[j] = xp[0]
+							}
+						}
+						m.mmtCall(k.id, r, R, cb, n, tl.T, &xp, &acc[0], f)
+						if f&mmtFinal != 0 {
+							for i := range R {
+								for j := range tn {
+									dst[p0+tl.t0+j][r+i] = acc[i*tl.T+j]
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	mmtPool.Put(s)
+	if rEnd < r1 {
+		for t := range xs {
+			k.mv(m, rEnd, r1, nl, xs[t], dst[t])
+		}
+	}
+	if nl < c {
+		for t := range xs {
+			m.tailRows(r0, r1, nl, xs[t], dst[t][r0:r1])
+		}
+	}
+	return true
+}
+
+// mmtCall runs the T-input tile kernel of variant id on rows [r, r+R),
+// columns [cb, cb+n), after checking that every read stays in m.
+func (m Mat) mmtCall(id kernelID, r, R, cb, n, T int, xp *[4]*float32, acc *float32, fl int) {
+	c := m.Cols
+	if n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+R > m.Rows {
+		panic("ops: kernel bounds")
+	}
+	var w *byte
+	var stride int
+	switch m.DType {
+	case weights.BF16, weights.F16:
+		last := (r+R-1)*c + cb + n
+		if last > len(m.u16) {
+			panic("ops: kernel bounds")
+		}
+		w, stride = (*byte)(unsafe.Pointer(&m.u16[r*c+cb])), 2*c
+	case weights.F32:
+		if (r+R-1)*c+cb+n > len(m.f32) {
+			panic("ops: kernel bounds")
+		}
+		w, stride = (*byte)(unsafe.Pointer(&m.f32[r*c+cb])), 4*c
+	case weights.Q8_0, weights.Q4_K:
+		rb := int(m.DType.RowBytes(c))
+		off := qBlockBytes(m.DType, cb)
+		if m.DType == weights.Q4_K && cb%256 != 0 {
+			panic("ops: kernel bounds")
+		}
+		if (r+R-1)*rb+qBlockBytes(m.DType, cb+n) > len(m.q) {
+			panic("ops: kernel bounds")
+		}
+		w, stride = &m.q[r*rb+off], rb
+	}
+	switch {
+	case id == kAVX512 && T == 4:
+		switch m.DType {
+		case weights.BF16:
+			mmtBF16AVX512x4(w, stride, xp, n, acc, fl)
+		case weights.F16:
+			mmtF16AVX512x4(w, stride, xp, n, acc, fl)
+		case weights.F32:
+			mmtF32AVX512x4(w, stride, xp, n, acc, fl)
+		case weights.Q8_0:
+			mmtQ8_0AVX512x4(w, stride, xp, n, acc, fl)
+		case weights.Q4_K:
+			mmtQ4_KAVX512x4(w, stride, xp, n, acc, fl)
+		}
+	case id == kAVX512:
+		switch m.DType {
+		case weights.BF16:
+			mmtBF16AVX512x2(w, stride, xp, n, acc, fl)
+		case weights.F16:
+			mmtF16AVX512x2(w, stride, xp, n, acc, fl)
+		case weights.F32:
+			mmtF32AVX512x2(w, stride, xp, n, acc, fl)
+		case weights.Q8_0:
+			mmtQ8_0AVX512x2(w, stride, xp, n, acc, fl)
+		case weights.Q4_K:
+			mmtQ4_KAVX512x2(w, stride, xp, n, acc, fl)
+		}
+	default:
+		switch m.DType {
+		case weights.BF16:
+			mmtBF16AVX2x3(w, stride, xp, n, acc, fl)
+		case weights.F16:
+			mmtF16AVX2x3(w, stride, xp, n, acc, fl)
+		case weights.F32:
+			mmtF32AVX2x3(w, stride, xp, n, acc, fl)
+		case weights.Q8_0:
+			mmtQ8_0AVX2x3(w, stride, xp, n, acc, fl)
+		case weights.Q4_K:
+			mmtQ4_KAVX2x3(w, stride, xp, n, acc, fl)
+		}
+	}
+}

@@ -1,0 +1,734 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+#include "hsum_amd64.h"
+
+// Column-blocked register tiles of the matrix-matrix product (mmtile_amd64.go
+// drives them): R weight rows × T inputs over n columns (a positive multiple
+// of 32; for Q4_K the block starts on a super-block), continuing from and
+// returning to an accumulator state in memory, so that a product can run
+// its columns in blocks whose inputs stay in L1 while many row tiles pass
+// over them. Every output keeps the 32-lane contract of matvec_portable.go:
+// element j goes to lane j%32 with one FMA, j ascending across the blocks,
+// and the last block sums the lanes in the fixed tree (HSUM32_*), so each
+// output has the bits of the matrix-vector product.
+//
+// Quantized weights are computed in registers inside the tile, as the mv
+// kernels of quant_amd64.s compute them — Q8_0: d·q (VCVTPH2PS, VPMOVSXBD,
+// VCVTDQ2PS, VMULPS: exact conversions, one rounding); Q4_K: the 16 values
+// (d·sc)·q − dmin·m of a sub-block as a table (one VFMSUB per table entry,
+// the product exact), each nibble looked up with VPERMPS (AVX-512), or
+// computed per nibble with one VFMSUB213PS (AVX2) — so a quantized tile has
+// the bits of the quantized matrix-vector product without a float32 copy of
+// the rows.
+//
+// func mmt…(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+// w: the first row's first weight of the block; stride: a row's bytes; xs:
+// the inputs' first elements of the block; acc: the state, register k of
+// the tile at acc + k·(register bytes). flags: 1 = continue from acc (else
+// start at +0), 2 = last block: write the sums of output i (row r, input t
+// → i = r·T + t) to acc[i] instead of the state, 4 = prefetch (to L2) the
+// same columns of the next R rows, which the driver's next row tile reads.
+//
+// AVX-512 tiles: 3 rows × 4 (or 2) inputs; output i's lanes 0-15 and 16-31
+// in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
+// weights through Z24-Z26, inputs through Z27 (x pointers BX, CX, DX, DI),
+// Q8_0 scales or Q4_K tables in Z28-Z30, the Q4_K nibble values 0…15 in
+// Z31. AVX2 tiles: 1 row × 3 inputs; input t's lane groups 8q…8q+7 in
+// Y(4t+q); weights through Y12. AX is the column, R12 n, R8 the stride,
+// R13 3·stride (the prefetch offset), R11 the state pointer, R14 scratch.
+
+#define FL_LOAD 1
+#define FL_FINAL 2
+#define FL_PF 4
+
+#define ZLOAD24(P) \
+	VMOVUPS 0(P), Z0; \
+	VMOVUPS 64(P), Z1; \
+	VMOVUPS 128(P), Z2; \
+	VMOVUPS 192(P), Z3; \
+	VMOVUPS 256(P), Z4; \
+	VMOVUPS 320(P), Z5; \
+	VMOVUPS 384(P), Z6; \
+	VMOVUPS 448(P), Z7; \
+	VMOVUPS 512(P), Z8; \
+	VMOVUPS 576(P), Z9; \
+	VMOVUPS 640(P), Z10; \
+	VMOVUPS 704(P), Z11; \
+	VMOVUPS 768(P), Z12; \
+	VMOVUPS 832(P), Z13; \
+	VMOVUPS 896(P), Z14; \
+	VMOVUPS 960(P), Z15; \
+	VMOVUPS 1024(P), Z16; \
+	VMOVUPS 1088(P), Z17; \
+	VMOVUPS 1152(P), Z18; \
+	VMOVUPS 1216(P), Z19; \
+	VMOVUPS 1280(P), Z20; \
+	VMOVUPS 1344(P), Z21; \
+	VMOVUPS 1408(P), Z22; \
+	VMOVUPS 1472(P), Z23
+
+#define ZSTORE24(P) \
+	VMOVUPS Z0, 0(P); \
+	VMOVUPS Z1, 64(P); \
+	VMOVUPS Z2, 128(P); \
+	VMOVUPS Z3, 192(P); \
+	VMOVUPS Z4, 256(P); \
+	VMOVUPS Z5, 320(P); \
+	VMOVUPS Z6, 384(P); \
+	VMOVUPS Z7, 448(P); \
+	VMOVUPS Z8, 512(P); \
+	VMOVUPS Z9, 576(P); \
+	VMOVUPS Z10, 640(P); \
+	VMOVUPS Z11, 704(P); \
+	VMOVUPS Z12, 768(P); \
+	VMOVUPS Z13, 832(P); \
+	VMOVUPS Z14, 896(P); \
+	VMOVUPS Z15, 960(P); \
+	VMOVUPS Z16, 1024(P); \
+	VMOVUPS Z17, 1088(P); \
+	VMOVUPS Z18, 1152(P); \
+	VMOVUPS Z19, 1216(P); \
+	VMOVUPS Z20, 1280(P); \
+	VMOVUPS Z21, 1344(P); \
+	VMOVUPS Z22, 1408(P); \
+	VMOVUPS Z23, 1472(P)
+
+#define ZZERO24 \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23
+
+#define ZHSUM12 \
+	HSUM32_512(Z0, Z1, X0, 0(R11)); \
+	HSUM32_512(Z2, Z3, X2, 4(R11)); \
+	HSUM32_512(Z4, Z5, X4, 8(R11)); \
+	HSUM32_512(Z6, Z7, X6, 12(R11)); \
+	HSUM32_512(Z8, Z9, X8, 16(R11)); \
+	HSUM32_512(Z10, Z11, X10, 20(R11)); \
+	HSUM32_512(Z12, Z13, X12, 24(R11)); \
+	HSUM32_512(Z14, Z15, X14, 28(R11)); \
+	HSUM32_512(Z16, Z17, X16, 32(R11)); \
+	HSUM32_512(Z18, Z19, X18, 36(R11)); \
+	HSUM32_512(Z20, Z21, X20, 40(R11)); \
+	HSUM32_512(Z22, Z23, X22, 44(R11))
+
+#define ZLOAD12(P) \
+	VMOVUPS 0(P), Z0; \
+	VMOVUPS 64(P), Z1; \
+	VMOVUPS 128(P), Z2; \
+	VMOVUPS 192(P), Z3; \
+	VMOVUPS 256(P), Z4; \
+	VMOVUPS 320(P), Z5; \
+	VMOVUPS 384(P), Z6; \
+	VMOVUPS 448(P), Z7; \
+	VMOVUPS 512(P), Z8; \
+	VMOVUPS 576(P), Z9; \
+	VMOVUPS 640(P), Z10; \
+	VMOVUPS 704(P), Z11
+
+#define ZSTORE12(P) \
+	VMOVUPS Z0, 0(P); \
+	VMOVUPS Z1, 64(P); \
+	VMOVUPS Z2, 128(P); \
+	VMOVUPS Z3, 192(P); \
+	VMOVUPS Z4, 256(P); \
+	VMOVUPS Z5, 320(P); \
+	VMOVUPS Z6, 384(P); \
+	VMOVUPS Z7, 448(P); \
+	VMOVUPS Z8, 512(P); \
+	VMOVUPS Z9, 576(P); \
+	VMOVUPS Z10, 640(P); \
+	VMOVUPS Z11, 704(P)
+
+#define ZZERO12 \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11
+
+#define ZHSUM6 \
+	HSUM32_512(Z0, Z1, X0, 0(R11)); \
+	HSUM32_512(Z2, Z3, X2, 4(R11)); \
+	HSUM32_512(Z4, Z5, X4, 8(R11)); \
+	HSUM32_512(Z6, Z7, X6, 12(R11)); \
+	HSUM32_512(Z8, Z9, X8, 16(R11)); \
+	HSUM32_512(Z10, Z11, X10, 20(R11))
+
+#define YLOAD12(P) \
+	VMOVUPS 0(P), Y0; \
+	VMOVUPS 32(P), Y1; \
+	VMOVUPS 64(P), Y2; \
+	VMOVUPS 96(P), Y3; \
+	VMOVUPS 128(P), Y4; \
+	VMOVUPS 160(P), Y5; \
+	VMOVUPS 192(P), Y6; \
+	VMOVUPS 224(P), Y7; \
+	VMOVUPS 256(P), Y8; \
+	VMOVUPS 288(P), Y9; \
+	VMOVUPS 320(P), Y10; \
+	VMOVUPS 352(P), Y11
+
+#define YSTORE12(P) \
+	VMOVUPS Y0, 0(P); \
+	VMOVUPS Y1, 32(P); \
+	VMOVUPS Y2, 64(P); \
+	VMOVUPS Y3, 96(P); \
+	VMOVUPS Y4, 128(P); \
+	VMOVUPS Y5, 160(P); \
+	VMOVUPS Y6, 192(P); \
+	VMOVUPS Y7, 224(P); \
+	VMOVUPS Y8, 256(P); \
+	VMOVUPS Y9, 288(P); \
+	VMOVUPS Y10, 320(P); \
+	VMOVUPS Y11, 352(P)
+
+#define YZERO12 \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11
+
+#define YHSUM3 \
+	HSUM32_256(Y0, Y1, Y2, Y3, X0, 0(R11)); \
+	HSUM32_256(Y4, Y5, Y6, Y7, X4, 4(R11)); \
+	HSUM32_256(Y8, Y9, Y10, Y11, X8, 8(R11))
+// ---- arguments and the state ----
+
+#define MTARGS(LEA3) \
+	MOVQ w+0(FP), SI; \
+	MOVQ stride+8(FP), R8; \
+	LEA3; \
+	MOVQ n+24(FP), R12; \
+	MOVQ acc+32(FP), R11; \
+	MOVQ flags+40(FP), R14; \
+	MOVQ xs+16(FP), AX
+
+#define ROWS3 LEAQ (SI)(R8*1), R9; LEAQ (R9)(R8*1), R10; LEAQ (R8)(R8*2), R13
+#define ROWS1 MOVQ R8, R13
+
+#define XP4 MOVQ 0(AX), BX; MOVQ 8(AX), CX; MOVQ 16(AX), DX; MOVQ 24(AX), DI; XORQ AX, AX
+#define XP3 MOVQ 0(AX), BX; MOVQ 8(AX), CX; MOVQ 16(AX), DX; XORQ AX, AX
+#define XP2 MOVQ 0(AX), BX; MOVQ 8(AX), CX; XORQ AX, AX
+
+// MTSTART loads or zeroes the state (R14 = flags).
+#define MTSTART(LOAD, ZERO) \
+	TESTQ $FL_LOAD, R14; \
+	JZ zero; \
+	LOAD(R11); \
+	JMP ready; \
+zero: \
+	ZERO; \
+ready:
+
+// MTEND stores the state or, on the last block, the sums.
+#define MTEND(STORE, HSUMS) \
+done: \
+	MOVQ acc+32(FP), R11; \
+	MOVQ flags+40(FP), R14; \
+	TESTQ $FL_FINAL, R14; \
+	JNZ final; \
+	STORE(R11); \
+	VZEROUPPER; \
+	RET; \
+final: \
+	HSUMS; \
+	VZEROUPPER; \
+	RET
+
+// ---- AVX-512: the FMAs of one 16-lane half of 32 columns, weights of
+// the 3 rows in Z24-Z26 ----
+
+#define MT4FMA(XOFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
+	VMOVUPS XOFF(BX)(AX*4), Z27; \
+	VFMADD231PS Z27, Z24, A0; \
+	VFMADD231PS Z27, Z25, B0; \
+	VFMADD231PS Z27, Z26, C0; \
+	VMOVUPS XOFF(CX)(AX*4), Z27; \
+	VFMADD231PS Z27, Z24, A1; \
+	VFMADD231PS Z27, Z25, B1; \
+	VFMADD231PS Z27, Z26, C1; \
+	VMOVUPS XOFF(DX)(AX*4), Z27; \
+	VFMADD231PS Z27, Z24, A2; \
+	VFMADD231PS Z27, Z25, B2; \
+	VFMADD231PS Z27, Z26, C2; \
+	VMOVUPS XOFF(DI)(AX*4), Z27; \
+	VFMADD231PS Z27, Z24, A3; \
+	VFMADD231PS Z27, Z25, B3; \
+	VFMADD231PS Z27, Z26, C3
+
+#define MT2FMA(XOFF, A0, A1, B0, B1, C0, C1) \
+	VMOVUPS XOFF(BX)(AX*4), Z27; \
+	VFMADD231PS Z27, Z24, A0; \
+	VFMADD231PS Z27, Z25, B0; \
+	VFMADD231PS Z27, Z26, C0; \
+	VMOVUPS XOFF(CX)(AX*4), Z27; \
+	VFMADD231PS Z27, Z24, A1; \
+	VFMADD231PS Z27, Z25, B1; \
+	VFMADD231PS Z27, Z26, C1
+
+// Output (r, t) of a 3×4 tile is i = 4r+t, of a 3×2 tile i = 2r+t.
+#define MT4FMA_LO(XOFF) MT4FMA(XOFF, Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14, Z16, Z18, Z20, Z22)
+#define MT4FMA_HI(XOFF) MT4FMA(XOFF, Z1, Z3, Z5, Z7, Z9, Z11, Z13, Z15, Z17, Z19, Z21, Z23)
+#define MT2FMA_LO(XOFF) MT2FMA(XOFF, Z0, Z2, Z4, Z6, Z8, Z10)
+#define MT2FMA_HI(XOFF) MT2FMA(XOFF, Z1, Z3, Z5, Z7, Z9, Z11)
+
+// ---- AVX-512 weights of the 3 rows → Z24-Z26 ----
+
+#define W3_BF16(OFF) \
+	VPMOVZXWD OFF(SI), Z24; \
+	VPMOVZXWD OFF(R9), Z25; \
+	VPMOVZXWD OFF(R10), Z26; \
+	VPSLLD $16, Z24, Z24; \
+	VPSLLD $16, Z25, Z25; \
+	VPSLLD $16, Z26, Z26
+#define W3_F16(OFF) \
+	VCVTPH2PS OFF(SI), Z24; \
+	VCVTPH2PS OFF(R9), Z25; \
+	VCVTPH2PS OFF(R10), Z26
+#define W3_F32(OFF) \
+	VMOVUPS OFF(SI), Z24; \
+	VMOVUPS OFF(R9), Z25; \
+	VMOVUPS OFF(R10), Z26
+
+// Q8_0: the blocks' scales d → Z28-Z30 (VCVTPH2PS reads the block's first
+// 32 bytes; element 0 is d), then the weights of a half (OFF 2 or 18).
+#define Q8SC3 \
+	VCVTPH2PS (SI), Z28; \
+	VCVTPH2PS (R9), Z29; \
+	VCVTPH2PS (R10), Z30; \
+	VBROADCASTSS X28, Z28; \
+	VBROADCASTSS X29, Z29; \
+	VBROADCASTSS X30, Z30
+#define W3_Q8(OFF) \
+	VPMOVSXBD OFF(SI), Z24; \
+	VPMOVSXBD OFF(R9), Z25; \
+	VPMOVSXBD OFF(R10), Z26; \
+	VCVTDQ2PS Z24, Z24; \
+	VCVTDQ2PS Z25, Z25; \
+	VCVTDQ2PS Z26, Z26; \
+	VMULPS Z28, Z24, Z24; \
+	VMULPS Z29, Z25, Z25; \
+	VMULPS Z30, Z26, Z26
+
+#define PF3_1 \
+	PREFETCHT1 (SI)(R13*1); \
+	PREFETCHT1 (R9)(R13*1); \
+	PREFETCHT1 (R10)(R13*1)
+#define PF3_2 \
+	PF3_1; \
+	PREFETCHT1 64(SI)(R13*1); \
+	PREFETCHT1 64(R9)(R13*1); \
+	PREFETCHT1 64(R10)(R13*1)
+#define ADV3(STEP) ADDQ STEP, SI; ADDQ STEP, R9; ADDQ STEP, R10
+
+// The loop over the block's 32-column groups, with and without the
+// prefetch: BODY computes one group, STEP is its bytes per row.
+#define MTLOOP(PF, BODY, STEP) \
+	TESTQ $FL_PF, R14; \
+	JNZ loopPF; \
+loop: \
+	BODY; \
+	ADV3(STEP); \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JLT loop; \
+	JMP done; \
+loopPF: \
+	PF; \
+	BODY; \
+	ADV3(STEP); \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JLT loopPF
+
+#define BODY4(W, OFF1) W(0); MT4FMA_LO(0); W(OFF1); MT4FMA_HI(64)
+#define BODY2(W, OFF1) W(0); MT2FMA_LO(0); W(OFF1); MT2FMA_HI(64)
+#define BODY4_Q8 Q8SC3; W3_Q8(2); MT4FMA_LO(0); W3_Q8(18); MT4FMA_HI(64)
+#define BODY2_Q8 Q8SC3; W3_Q8(2); MT2FMA_LO(0); W3_Q8(18); MT2FMA_HI(64)
+
+#define MT512(XN, LOAD, ZERO, STORE, HSUMS, PF, BODY, STEP) \
+	MTARGS(ROWS3); \
+	XN; \
+	MTSTART(LOAD, ZERO); \
+	MTLOOP(PF, BODY, STEP); \
+	MTEND(STORE, HSUMS)
+
+// ---- AVX-512 Q4_K ----
+
+// Q4KSC512: the super-block at P's 8 scales d·sc → S(SP), mins dmin·m →
+// M(SP) (64 bytes each, lanes 8-15 unused): the unpacking of
+// quant_amd64.s' Q4K_SCALES_TO with other scratch registers (R11, R12,
+// R13, R14, Z24-Z26; d and dmin from VCVTPH2PS of the header's first 32 and
+// 2..33rd bytes).
+#define Q4KSC512(P, S, M) \
+	VCVTPH2PS 0(P), Z24; \
+	VCVTPH2PS 2(P), Z25; \
+	VBROADCASTSS X24, Z24; \
+	VBROADCASTSS X25, Z25; \
+	MOVL 4(P), R11; \
+	MOVL 12(P), R12; \
+	MOVL R11, R13; \
+	SHRL $6, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	MOVL R12, R14; \
+	ANDL $0x0f0f0f0f, R14; \
+	ORL R14, R13; \
+	ANDL $0x3f3f3f3f, R11; \
+	SHLQ $32, R13; \
+	ORQ R13, R11; \
+	VMOVQ R11, X26; \
+	VPMOVZXBD X26, Z26; \
+	VCVTDQ2PS Z26, Z26; \
+	VMULPS Z24, Z26, Z26; \
+	VMOVUPS Z26, S(SP); \
+	MOVL 8(P), R11; \
+	MOVL R11, R13; \
+	SHRL $6, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	SHRL $4, R12; \
+	ANDL $0x0f0f0f0f, R12; \
+	ORL R12, R13; \
+	ANDL $0x3f3f3f3f, R11; \
+	SHLQ $32, R13; \
+	ORQ R13, R11; \
+	VMOVQ R11, X26; \
+	VPMOVZXBD X26, Z26; \
+	VCVTDQ2PS Z26, Z26; \
+	VMULPS Z25, Z26, Z26; \
+	VMOVUPS Z26, M(SP)
+
+// The tables of sub-block R11 of the 3 rows: Z28-Z30[q] = (d·sc)·q − dmin·m.
+#define Q4KTAB3 \
+	VBROADCASTSS 0(SP)(R11*4), Z28; \
+	VBROADCASTSS 64(SP)(R11*4), Z24; \
+	VFMSUB213PS Z24, Z31, Z28; \
+	VBROADCASTSS 128(SP)(R11*4), Z29; \
+	VBROADCASTSS 192(SP)(R11*4), Z25; \
+	VFMSUB213PS Z25, Z31, Z29; \
+	VBROADCASTSS 256(SP)(R11*4), Z30; \
+	VBROADCASTSS 320(SP)(R11*4), Z26; \
+	VFMSUB213PS Z26, Z31, Z30
+
+// The weights of a half of sub-block R11 (its 16 bytes at OFF(row)(R14),
+// R14 = the pair's 32-byte chunk − 16): the low nibbles (VPERMPS reads the
+// index's low 4 bits) or the high ones.
+#define Q4KW3_LO(OFF) \
+	VPMOVZXBD OFF(SI)(R14*1), Z24; \
+	VPMOVZXBD OFF(R9)(R14*1), Z25; \
+	VPMOVZXBD OFF(R10)(R14*1), Z26; \
+	VPERMPS Z28, Z24, Z24; \
+	VPERMPS Z29, Z25, Z25; \
+	VPERMPS Z30, Z26, Z26
+#define Q4KW3_HI(OFF) \
+	VPMOVZXBD OFF(SI)(R14*1), Z24; \
+	VPMOVZXBD OFF(R9)(R14*1), Z25; \
+	VPMOVZXBD OFF(R10)(R14*1), Z26; \
+	VPSRLD $4, Z24, Z24; \
+	VPSRLD $4, Z25, Z25; \
+	VPSRLD $4, Z26, Z26; \
+	VPERMPS Z28, Z24, Z24; \
+	VPERMPS Z29, Z25, Z25; \
+	VPERMPS Z30, Z26, Z26
+
+// The block, super-block by super-block, sub-blocks in pairs (the low
+// then the high nibbles of one 32-byte chunk); it may end after any
+// sub-block. R11 is the sub-block (0-7).
+#define MTQ4K512(XN, LOAD, ZERO, STORE, HSUMS, FMA_LO, FMA_HI) \
+	MTARGS(ROWS3); \
+	XN; \
+	MTSTART(LOAD, ZERO); \
+	VPMOVZXBD mmtIota<>(SB), Z31; \
+	VCVTDQ2PS Z31, Z31; \
+sblock: \
+	MOVQ flags+40(FP), R14; \
+	TESTQ $FL_PF, R14; \
+	JZ nopf; \
+	PF3_1; \
+	PREFETCHT1 64(SI)(R13*1); \
+	PREFETCHT1 64(R9)(R13*1); \
+	PREFETCHT1 64(R10)(R13*1); \
+	PREFETCHT1 128(SI)(R13*1); \
+	PREFETCHT1 128(R9)(R13*1); \
+	PREFETCHT1 128(R10)(R13*1); \
+nopf: \
+	Q4KSC512(SI, 0, 64); \
+	Q4KSC512(R9, 128, 192); \
+	Q4KSC512(R10, 256, 320); \
+	MOVQ n+24(FP), R12; \
+	LEAQ (R8)(R8*2), R13; \
+	XORQ R11, R11; \
+pair: \
+	MOVQ R11, R14; \
+	SHLQ $4, R14; \
+	Q4KTAB3; \
+	Q4KW3_LO(16); \
+	FMA_LO(0); \
+	Q4KW3_LO(32); \
+	FMA_HI(64); \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JGE done; \
+	INCQ R11; \
+	Q4KTAB3; \
+	Q4KW3_HI(16); \
+	FMA_LO(0); \
+	Q4KW3_HI(32); \
+	FMA_HI(64); \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JGE done; \
+	INCQ R11; \
+	CMPQ R11, $8; \
+	JLT pair; \
+	ADV3($144); \
+	JMP sblock; \
+	MTEND(STORE, HSUMS)
+
+// ---- AVX2: 1 row × 3 inputs; the weights of lane group q in Y12 ----
+
+#define MT3Q(XOFF, Q0, Q1, Q2) \
+	VFMADD231PS XOFF(BX)(AX*4), Y12, Q0; \
+	VFMADD231PS XOFF(CX)(AX*4), Y12, Q1; \
+	VFMADD231PS XOFF(DX)(AX*4), Y12, Q2
+#define MT3_0 MT3Q(0, Y0, Y4, Y8)
+#define MT3_1 MT3Q(32, Y1, Y5, Y9)
+#define MT3_2 MT3Q(64, Y2, Y6, Y10)
+#define MT3_3 MT3Q(96, Y3, Y7, Y11)
+
+#define W1_BF16(OFF) VPMOVZXWD OFF(SI), Y12; VPSLLD $16, Y12, Y12
+#define W1_F16(OFF) VCVTPH2PS OFF(SI), Y12
+#define W1_F32(OFF) VMOVUPS OFF(SI), Y12
+
+#define BODY3(W, O1, O2, O3) W(0); MT3_0; W(O1); MT3_1; W(O2); MT3_2; W(O3); MT3_3
+
+// Q8_0: the scale d in Y13.
+#define W1_Q8(OFF) VPMOVSXBD OFF(SI), Y12; VCVTDQ2PS Y12, Y12; VMULPS Y13, Y12, Y12
+#define BODY3_Q8 \
+	VPBROADCASTW (SI), X13; \
+	VCVTPH2PS X13, Y13; \
+	W1_Q8(2); MT3_0; W1_Q8(10); MT3_1; W1_Q8(18); MT3_2; W1_Q8(26); MT3_3
+
+#define PF1_1 PREFETCHT1 (SI)(R13*1)
+#define PF1_2 PREFETCHT1 (SI)(R13*1); PREFETCHT1 64(SI)(R13*1)
+
+#define MTLOOP1(PF, BODY, STEP) \
+	TESTQ $FL_PF, R14; \
+	JNZ loopPF; \
+loop: \
+	BODY; \
+	ADDQ STEP, SI; \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JLT loop; \
+	JMP done; \
+loopPF: \
+	PF; \
+	BODY; \
+	ADDQ STEP, SI; \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JLT loopPF
+
+#define MT256(PF, BODY, STEP) \
+	MTARGS(ROWS1); \
+	XP3; \
+	MTSTART(YLOAD12, YZERO12); \
+	MTLOOP1(PF, BODY, STEP); \
+	MTEND(YSTORE12, YHSUM3)
+
+// Q4_K: the super-block's scales d·sc → 0(SP), mins dmin·m → 32(SP), as
+// Q4KSC512 with ymm scratch Y12-Y14; the weights of lane group q of
+// sub-block R11 from Y13 = d·sc, Y14 = dmin·m, Y15 = the nibble mask.
+#define Q4KSC256(P) \
+	VPBROADCASTW 0(P), X12; \
+	VCVTPH2PS X12, Y12; \
+	VPBROADCASTW 2(P), X13; \
+	VCVTPH2PS X13, Y13; \
+	MOVL 4(P), R11; \
+	MOVL 12(P), R12; \
+	MOVL R11, R13; \
+	SHRL $6, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	MOVL R12, R14; \
+	ANDL $0x0f0f0f0f, R14; \
+	ORL R14, R13; \
+	ANDL $0x3f3f3f3f, R11; \
+	SHLQ $32, R13; \
+	ORQ R13, R11; \
+	VMOVQ R11, X14; \
+	VPMOVZXBD X14, Y14; \
+	VCVTDQ2PS Y14, Y14; \
+	VMULPS Y12, Y14, Y14; \
+	VMOVUPS Y14, 0(SP); \
+	MOVL 8(P), R11; \
+	MOVL R11, R13; \
+	SHRL $6, R13; \
+	ANDL $0x03030303, R13; \
+	SHLL $4, R13; \
+	SHRL $4, R12; \
+	ANDL $0x0f0f0f0f, R12; \
+	ORL R12, R13; \
+	ANDL $0x3f3f3f3f, R11; \
+	SHLQ $32, R13; \
+	ORQ R13, R11; \
+	VMOVQ R11, X14; \
+	VPMOVZXBD X14, Y14; \
+	VCVTDQ2PS Y14, Y14; \
+	VMULPS Y13, Y14, Y14; \
+	VMOVUPS Y14, 32(SP)
+
+#define Q4KW1_LO(OFF) \
+	VPMOVZXBD OFF(SI)(R14*1), Y12; \
+	VPAND Y15, Y12, Y12; \
+	VCVTDQ2PS Y12, Y12; \
+	VFMSUB213PS Y14, Y13, Y12
+#define Q4KW1_HI(OFF) \
+	VPMOVZXBD OFF(SI)(R14*1), Y12; \
+	VPSRLD $4, Y12, Y12; \
+	VCVTDQ2PS Y12, Y12; \
+	VFMSUB213PS Y14, Y13, Y12
+#define Q4KSUB1(W) \
+	VBROADCASTSS 0(SP)(R11*4), Y13; \
+	VBROADCASTSS 32(SP)(R11*4), Y14; \
+	W(16); MT3_0; W(24); MT3_1; W(32); MT3_2; W(40); MT3_3
+
+#define MTQ4K256 \
+	MTARGS(ROWS1); \
+	XP3; \
+	MTSTART(YLOAD12, YZERO12); \
+	MOVL $15, R14; \
+	VMOVD R14, X15; \
+	VPBROADCASTD X15, Y15; \
+sblock: \
+	MOVQ flags+40(FP), R14; \
+	TESTQ $FL_PF, R14; \
+	JZ nopf; \
+	PREFETCHT1 (SI)(R13*1); \
+	PREFETCHT1 64(SI)(R13*1); \
+	PREFETCHT1 128(SI)(R13*1); \
+nopf: \
+	Q4KSC256(SI); \
+	MOVQ n+24(FP), R12; \
+	MOVQ R8, R13; \
+	XORQ R11, R11; \
+pair: \
+	MOVQ R11, R14; \
+	SHLQ $4, R14; \
+	Q4KSUB1(Q4KW1_LO); \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JGE done; \
+	INCQ R11; \
+	Q4KSUB1(Q4KW1_HI); \
+	ADDQ $32, AX; \
+	CMPQ AX, R12; \
+	JGE done; \
+	INCQ R11; \
+	CMPQ R11, $8; \
+	JLT pair; \
+	ADDQ $144, SI; \
+	JMP sblock; \
+	MTEND(YSTORE12, YHSUM3)
+
+// 0, 1, …, 15: the nibble values of the Q4_K tables.
+DATA mmtIota<>+0(SB)/8, $0x0706050403020100
+DATA mmtIota<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+GLOBL mmtIota<>(SB), RODATA|NOPTR, $16
+
+#define BODY4_BF16 BODY4(W3_BF16, 32)
+#define BODY2_BF16 BODY2(W3_BF16, 32)
+#define BODY4_F16 BODY4(W3_F16, 32)
+#define BODY2_F16 BODY2(W3_F16, 32)
+#define BODY4_F32 BODY4(W3_F32, 64)
+#define BODY2_F32 BODY2(W3_F32, 64)
+#define BODY3_BF16 BODY3(W1_BF16, 16, 32, 48)
+#define BODY3_F16 BODY3(W1_F16, 16, 32, 48)
+#define BODY3_F32 BODY3(W1_F32, 32, 64, 96)
+
+// ---- the kernels ----
+
+TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-48
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_BF16, $64)
+
+TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-48
+	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_BF16, $64)
+
+TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-48
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_F16, $64)
+
+TEXT ·mmtF16AVX512x2(SB), NOSPLIT, $0-48
+	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_F16, $64)
+
+TEXT ·mmtF32AVX512x4(SB), NOSPLIT, $0-48
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_2, BODY4_F32, $128)
+
+TEXT ·mmtF32AVX512x2(SB), NOSPLIT, $0-48
+	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_2, BODY2_F32, $128)
+
+TEXT ·mmtQ8_0AVX512x4(SB), NOSPLIT, $0-48
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_Q8, $34)
+
+TEXT ·mmtQ8_0AVX512x2(SB), NOSPLIT, $0-48
+	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_Q8, $34)
+
+TEXT ·mmtQ4_KAVX512x4(SB), $384-48
+	MTQ4K512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, MT4FMA_LO, MT4FMA_HI)
+
+TEXT ·mmtQ4_KAVX512x2(SB), $384-48
+	MTQ4K512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, MT2FMA_LO, MT2FMA_HI)
+
+TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-48
+	MT256(PF1_1, BODY3_BF16, $64)
+
+TEXT ·mmtF16AVX2x3(SB), NOSPLIT, $0-48
+	MT256(PF1_1, BODY3_F16, $64)
+
+TEXT ·mmtF32AVX2x3(SB), NOSPLIT, $0-48
+	MT256(PF1_2, BODY3_F32, $128)
+
+TEXT ·mmtQ8_0AVX2x3(SB), NOSPLIT, $0-48
+	MT256(PF1_1, BODY3_Q8, $34)
+
+TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-48
+	MTQ4K256
