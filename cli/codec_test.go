@@ -146,12 +146,12 @@ func TestCodecErrors(t *testing.T) {
 		{[]string{"encode", "--config", "testdata/tiny/nope.json", "--mimi-weight", tinyMimi, "--input-wav", "testdata/tiny/input.wav", "--output", out}, "nope.json"},
 		// The real Mimi's shapes do not fit the tiny checkpoint.
 		{[]string{"encode", "--mimi-weight", tinyMimi, "--input-wav", "testdata/tiny/input.wav", "--output", out}, "mimi.safetensors"},
-		{[]string{"encode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--input-wav", "testdata/tiny/input.wav", "--output", filepath.Join(dir, "no/such/dir/x")}, "no/such/dir/x"},
+		{[]string{"encode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--input-wav", "testdata/tiny/input.wav", "--output", filepath.Join(dir, "no/such/dir/x")}, filepath.FromSlash("no/such/dir/x")},
 		{[]string{"decode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--codes", bad, "--output-wav", out}, "bad.safetensors: code 2048"},
 		{[]string{"decode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--codes", shape, "--output-wav", out}, "shape.safetensors"},
 		{[]string{"decode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--codes", tinyMimi, "--output-wav", out}, "no tensor \"codes\""},
 		{[]string{"decode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--codes", filepath.Join(dir, "none"), "--output-wav", out}, "none"},
-		{[]string{"decode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--codes", "testdata/tiny/expected/mimi/mimi_decode.safetensors", "--output-wav", filepath.Join(dir, "no/such/dir/x.wav")}, "no/such/dir/x.wav"},
+		{[]string{"decode", "--config", tinyConfig, "--mimi-weight", tinyMimi, "--codes", "testdata/tiny/expected/mimi/mimi_decode.safetensors", "--output-wav", filepath.Join(dir, "no/such/dir/x.wav")}, filepath.FromSlash("no/such/dir/x.wav")},
 	}
 	for _, c := range cases {
 		err := runCodecCmd(t, c.args...)
