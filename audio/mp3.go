@@ -93,10 +93,10 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 		return nil, err
 	}
 	dec := mp3.NewDecoder()
-	var pcm [2][]float32
-	pcm[0], pcm[1] = make([]float32, 1152), make([]float32, 1152)
+	scratch := make([]float32, 1152)
 	good, bad := 0, 0
 	var firstBad error
+	xingFrame := skipStart > 0 // decoded (silence) but not stored
 	for off+4 <= size {
 		b, err := win.at(off, 4)
 		if err != nil {
@@ -121,6 +121,19 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 		if len(fr) < fh.FrameBytes {
 			break // cut off by the end of the file
 		}
+		// The frame is decoded into the store: channel 0 into its first
+		// channel, channel 1 into the second where that is kept (else
+		// into scratch).
+		var dst [][]float32
+		if xingFrame {
+			dst = [][]float32{scratch, nil}
+		} else if dst, err = sink.next(fh.Samples); err != nil {
+			return nil, err
+		}
+		pcm := [2][]float32{dst[0], scratch}
+		if len(dst) > 1 && dst[1] != nil && fh.Channels() == 2 {
+			pcm[1] = dst[1]
+		}
 		if _, err := dec.Decode(fr, pcm); err != nil {
 			if !errors.Is(err, mp3.ErrCorrupt) {
 				return nil, formatErr(name, "corrupt MP3 data at offset %d: %s", off, oneLine(err.Error()))
@@ -131,19 +144,12 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 		} else {
 			good++
 		}
-		dst, err := sink.next(fh.Samples)
-		if err != nil {
-			return nil, err
+		if len(dst) > 1 && dst[1] != nil && fh.Channels() == 1 {
+			copy(dst[1], dst[0]) // a mono frame in a stereo stream
 		}
-		for c, d := range dst {
-			if d == nil {
-				continue
-			}
-			src := pcm[0]
-			if c == 1 && fh.Channels() == 2 {
-				src = pcm[1]
-			}
-			copy(d, src[:fh.Samples])
+		if xingFrame {
+			xingFrame = false
+			skipStart -= h.Samples
 		}
 		off += int64(fh.FrameBytes)
 	}

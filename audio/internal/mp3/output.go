@@ -4,6 +4,8 @@ package mp3
 // reduction, IMDCT with overlap-add, frequency inversion and the polyphase
 // synthesis filter bank.
 
+import "math"
+
 // output turns d.xr[ch] (in coding order) into 576 samples in out.
 func (d *Decoder) output(h Header, g *granule, ch int, out []float32) {
 	xr := &d.xr[ch]
@@ -140,13 +142,20 @@ func (d *Decoder) synthesize(ch int, out []float32) {
 		}
 		off := (d.voff[ch] - 64) & 1023
 		d.voff[ch] = off
-		for i := range 64 {
-			n := &synthN[i]
-			sum := 0.0
-			for k := range 32 {
-				sum += n[k] * s[k]
-			}
-			v[off+i] = sum
+		// V[i] = Σ_k cos((16 + i)(2k + 1)π/64) S[k] from X, the DCT-II of
+		// S: V[i] = X[16 + i] (i < 16), 0 (i = 16), −X[48 − i] (i ≤ 47),
+		// −X[i − 48].
+		var x [32]float64
+		dct32(&s, &x)
+		for i := range 16 {
+			v[off+i] = x[16+i]
+		}
+		v[off+16] = 0
+		for i := 17; i < 48; i++ {
+			v[off+i] = -x[48-i]
+		}
+		for i := 48; i < 64; i++ {
+			v[off+i] = -x[i-48]
 		}
 		o := out[32*t : 32*t+32]
 		for j := range 32 {
@@ -159,3 +168,50 @@ func (d *Decoder) synthesize(ch int, out []float32) {
 		}
 	}
 }
+
+// dct32 is the 32-point DCT-II, X[m] = Σ_k x[k] cos(π m (2k + 1)/64), by
+// Lee's recursive halving.
+func dct32(in, out *[32]float64) {
+	var a, b [32]float64
+	dctRec(in[:], out[:], a[:], b[:])
+}
+
+// dctRec computes the DCT-II of x (length a power of two) into out, with
+// scratch space tmp and tmp2 of len(x) each.
+func dctRec(x, out, tmp, tmp2 []float64) {
+	n := len(x)
+	if n == 1 {
+		out[0] = x[0]
+		return
+	}
+	h := n / 2
+	c := dctCos[h]
+	a, b := tmp[:h], tmp[h:n]
+	for i := range h {
+		u, w := x[i], x[n-1-i]
+		a[i] = u + w
+		b[i] = (u - w) * c[i]
+	}
+	ra, rb := tmp2[:h], tmp2[h:n]
+	dctRec(a, ra, out[:h], out[h:n])
+	dctRec(b, rb, out[:h], out[h:n])
+	for k := range h - 1 {
+		out[2*k] = ra[k]
+		out[2*k+1] = rb[k] + rb[k+1]
+	}
+	out[n-2] = ra[h-1]
+	out[n-1] = rb[h-1]
+}
+
+// dctCos[h][i] = 1 / (2 cos(π(2i + 1)/(4h))), the odd half's factors of a
+// DCT of 2h points.
+var dctCos = func() (m [17][]float64) {
+	for h := 1; h <= 16; h *= 2 {
+		c := make([]float64, h)
+		for i := range c {
+			c[i] = 1 / (2 * math.Cos(math.Pi*float64(2*i+1)/float64(4*h)))
+		}
+		m[h] = c
+	}
+	return m
+}()

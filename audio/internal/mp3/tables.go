@@ -77,9 +77,6 @@ var (
 	imdctLong [36][18]float64
 	// imdctShort[i][k] = cos(π/24 (2i + 1 + 6)(2k + 1)), i < 12, k < 6.
 	imdctShort [12][6]float64
-	// synthN[i][k] = cos((16 + i)(2k + 1) π/64), the matrixing of the
-	// synthesis filter bank.
-	synthN [64][32]float64
 	// synthD is the whole 512-tap synthesis window D[i].
 	synthD [512]float64
 	// isRatio[p] is MPEG-1 intensity position p's (left, right) factors.
@@ -144,11 +141,6 @@ func init() {
 	for i := range 12 {
 		for k := range 6 {
 			imdctShort[i][k] = math.Cos(math.Pi / 24 * float64((2*i+1+6)*(2*k+1)))
-		}
-	}
-	for i := range 64 {
-		for k := range 32 {
-			synthN[i][k] = math.Cos(float64((16+i)*(2*k+1)) * math.Pi / 64)
 		}
 	}
 	// D[512 - i] = -D[i], except at i = 64, 128 and 192, where the sign
