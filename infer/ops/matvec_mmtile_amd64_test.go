@@ -55,7 +55,7 @@ func TestMatMulTilesBounds(t *testing.T) {
 						t.Fatal("no panic")
 					}
 				}()
-				m.mmtCall(k.id, tc.r, 3, tc.cb, tc.n, 4, &xp, &acc[0], 0)
+				m.mmtCall(k.id, tc.r, 3, 1, tc.cb, tc.n, 4, &xp, acc, 0)
 			})
 		}
 	}

@@ -10,57 +10,59 @@ import (
 )
 
 // Column-blocked register tiles of the matrix-matrix product
-// (mmtile_amd64.s). A product of B inputs runs, for each group of
-// mmtGroupRows weight rows, its columns in blocks small enough that the
-// block's inputs stay in L1 while every row tile of the group passes over
-// them; a tile's 32-lane accumulators go to memory between blocks. Each
-// output keeps the lane order of the matrix-vector product, so it has its
-// bits. Quantized weights are dequantized in registers inside the tile.
+// (mmtile_amd64.s). For each group of mmtGroupRows weight rows, the columns
+// run in blocks; for each block, each input tile (4 or 2 inputs on
+// AVX-512, 3 on AVX2) passes over every row tile of the group while its
+// block of inputs (≤ mmtXBytes) stays in L1, and the group's block of
+// weights stays in L2 for the next input tiles. A tile's 32-lane
+// accumulators go to memory between blocks. Each output keeps the lane
+// order of the matrix-vector product, so it has its bits. Quantized
+// weights are dequantized in registers inside the tile.
 
 //go:noescape
-func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtBF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtBF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF32AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtF32AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF32AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtF32AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtQ8_0AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtQ8_0AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtQ8_0AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtQ8_0AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtQ4_KAVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtQ4_KAVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtQ4_KAVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtQ4_KAVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF32AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtF32AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtQ8_0AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtQ8_0AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtQ4_KAVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+func mmtQ4_KAVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 // Kernel flags (mmtile_amd64.s).
 const (
@@ -71,12 +73,12 @@ const (
 
 // Tuning (results do not depend on these).
 const (
-	// mmtXBytes bounds the inputs' floats of one column block (L1 is
-	// 32-48 KiB on current x86 cores; the weights of a row tile and part
-	// of the state share it).
+	// mmtXBytes bounds one input tile's floats of a column block (L1 is
+	// 32-48 KiB on current x86 cores; a row tile's weights and state
+	// share it).
 	mmtXBytes = 32 << 10
-	// mmtGroupRows is the weight rows that pass over one column block of
-	// the inputs before the next block (a multiple of 3).
+	// mmtGroupRows is the weight rows an input tile's column block
+	// passes over (a multiple of 3); their block of weights stays in L2.
 	mmtGroupRows = 24
 	// mmtMaxT bounds the inputs of one pass over the weights (more run as
 	// several passes).
@@ -144,15 +146,15 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 		tiles[ntiles] = mmtTile{t0: j, n: n, T: T}
 		ntiles++
 	}
-	cbk := max(256, mmtXBytes/(4*tb)&^255)
+	cbk := max(256, mmtXBytes/(4*Tmax)&^255)
 	rEnd := r1 - (r1-r0)%R // rows [rEnd, r1) run on the mv kernel
 	s := mmtPool.Get().(*mmtScratch)
 	if need := mmtGroupRows / R * ntiles * accF; cap(s.acc) < need {
 		s.acc = make([]float32, need)
 	}
+	nrt := mmtGroupRows / R // row tiles of a group
 	for p0 := 0; p0 < len(xs); p0 += tb {
 		p1 := min(p0+tb, len(xs))
-		// The last pass may be shorter: its tiles are a prefix.
 		for rg := r0; rg < rEnd; rg += mmtGroupRows {
 			re := min(rg+mmtGroupRows, rEnd)
 			for cb := 0; cb < nl; cb += cbk {
@@ -164,32 +166,32 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 				if cb+n == nl {
 					fl |= mmtFinal
 				}
-				for r := rg; r < re; r += R {
-					for ti := range ntiles {
-						tl := tiles[ti]
-						if p0+tl.t0 >= p1 {
-							break
+				// The last pass may be shorter: its tiles are a prefix.
+				for ti := 0; ti < ntiles && p0+tiles[ti].t0 < p1; ti++ {
+					tl := tiles[ti]
+					tn := min(tl.n, p1-p0-tl.t0)
+					acc := s.acc[ti*nrt*accF : (ti+1)*nrt*accF]
+					f := fl
+					if ti == 0 {
+						f |= mmtPF
+					}
+					var xp [4]*float32
+					for j := range tl.T {
+						if j < tn {
+							xp[j] = &xs[p0+tl.t0+j][cb]
+						} else {
+							xp[j] = xp[0]
 						}
-						tn := min(tl.n, p1-p0-tl.t0)
-						acc := s.acc[((r-rg)/R*ntiles+ti)*accF:][:accF]
-						f := fl
-						if ti == 0 {
-							f |= mmtPF
-						}
-						var xp [4]*float32
-						for j := range tl.T {
-							if j < tn {
-								xp[j] = &xs[p0+tl.t0+j][cb]
-							} else {
-								xp[j] = xp[0]
-							}
-						}
-						m.mmtCall(k.id, r, R, cb, n, tl.T, &xp, &acc[0], f)
-						if f&mmtFinal != 0 {
-							for i := range R {
-								for j := range tn {
-									dst[p0+tl.t0+j][r+i] = acc[i*tl.T+j]
-								}
+					}
+					m.mmtCall(k.id, rg, R, (re-rg)/R, cb, n, tl.T, &xp, acc, f)
+					if f&mmtFinal == 0 {
+						continue
+					}
+					for r := rg; r < re; r += R {
+						a := acc[(r-rg)/R*accF:]
+						for i := range R {
+							for j := range tn {
+								dst[p0+tl.t0+j][r+i] = a[i*tl.T+j]
 							}
 						}
 					}
@@ -211,13 +213,20 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 	return true
 }
 
-// mmtCall runs the T-input tile kernel of variant id on rows [r, r+R),
-// columns [cb, cb+n), after checking that every read stays in m.
-func (m Mat) mmtCall(id kernelID, r, R, cb, n, T int, xp *[4]*float32, acc *float32, fl int) {
+// mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
+// rows from row r, columns [cb, cb+n), their states one after another in
+// acc (accF floats each), after checking that every access stays in m and
+// acc.
+func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int) {
 	c := m.Cols
-	if n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+R > m.Rows {
+	accF := mmtAccFloats
+	if id == kAVX2 {
+		accF = 12 * 8
+	}
+	if nrt <= 0 || len(acc) < nrt*accF || n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+nrt*R > m.Rows {
 		panic("ops: kernel bounds")
 	}
+	R = nrt * R // the rows read
 	var w *byte
 	var stride int
 	switch m.DType {
@@ -247,41 +256,41 @@ func (m Mat) mmtCall(id kernelID, r, R, cb, n, T int, xp *[4]*float32, acc *floa
 	case id == kAVX512 && T == 4:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX512x4(w, stride, xp, n, acc, fl)
+			mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F16:
-			mmtF16AVX512x4(w, stride, xp, n, acc, fl)
+			mmtF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F32:
-			mmtF32AVX512x4(w, stride, xp, n, acc, fl)
+			mmtF32AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q8_0:
-			mmtQ8_0AVX512x4(w, stride, xp, n, acc, fl)
+			mmtQ8_0AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q4_K:
-			mmtQ4_KAVX512x4(w, stride, xp, n, acc, fl)
+			mmtQ4_KAVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
 		}
 	case id == kAVX512:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX512x2(w, stride, xp, n, acc, fl)
+			mmtBF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F16:
-			mmtF16AVX512x2(w, stride, xp, n, acc, fl)
+			mmtF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F32:
-			mmtF32AVX512x2(w, stride, xp, n, acc, fl)
+			mmtF32AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q8_0:
-			mmtQ8_0AVX512x2(w, stride, xp, n, acc, fl)
+			mmtQ8_0AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q4_K:
-			mmtQ4_KAVX512x2(w, stride, xp, n, acc, fl)
+			mmtQ4_KAVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
 		}
 	default:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX2x3(w, stride, xp, n, acc, fl)
+			mmtBF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F16:
-			mmtF16AVX2x3(w, stride, xp, n, acc, fl)
+			mmtF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F32:
-			mmtF32AVX2x3(w, stride, xp, n, acc, fl)
+			mmtF32AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q8_0:
-			mmtQ8_0AVX2x3(w, stride, xp, n, acc, fl)
+			mmtQ8_0AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q4_K:
-			mmtQ4_KAVX2x3(w, stride, xp, n, acc, fl)
+			mmtQ4_KAVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		}
 	}
 }

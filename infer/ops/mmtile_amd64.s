@@ -22,13 +22,15 @@
 // the bits of the quantized matrix-vector product without a float32 copy of
 // the rows.
 //
-// func mmt…(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags int)
+// func mmt…(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 // w: the first row's first weight of the block; stride: a row's bytes; xs:
 // the inputs' first elements of the block; acc: the state, register k of
 // the tile at acc + k·(register bytes). flags: 1 = continue from acc (else
 // start at +0), 2 = last block: write the sums of output i (row r, input t
 // → i = r·T + t) to acc[i] instead of the state, 4 = prefetch (to L2) the
-// same columns of the next R rows, which the driver's next row tile reads.
+// same columns of the next R rows, which the next row tile reads. tiles:
+// the row tiles run one after another, R rows apart, their states 1536
+// (AVX-512) or 384 (AVX2) bytes apart.
 //
 // AVX-512 tiles: 3 rows × 4 (or 2) inputs; output i's lanes 0-15 and 16-31
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
@@ -232,21 +234,29 @@
 	HSUM32_256(Y8, Y9, Y10, Y11, X8, 8(R11))
 // ---- arguments and the state ----
 
-#define MTARGS(LEA3) \
-	MOVQ w+0(FP), SI; \
+// MTARGS loads the arguments; the tile loop starts at "tile" with the
+// row pointers of the tile at w (ROWS3: SI, R9, R10; ROWS1: SI).
+#define MTARGS(XN, PFOFF, ROWS) \
+	MOVQ xs+16(FP), AX; \
+	XN; \
 	MOVQ stride+8(FP), R8; \
-	LEA3; \
+	PFOFF; \
+tile: \
+	MOVQ w+0(FP), SI; \
+	ROWS; \
 	MOVQ n+24(FP), R12; \
 	MOVQ acc+32(FP), R11; \
 	MOVQ flags+40(FP), R14; \
-	MOVQ xs+16(FP), AX
+	XORQ AX, AX
 
-#define ROWS3 LEAQ (SI)(R8*1), R9; LEAQ (R9)(R8*1), R10; LEAQ (R8)(R8*2), R13
-#define ROWS1 MOVQ R8, R13
+#define PFOFF3 LEAQ (R8)(R8*2), R13
+#define PFOFF1 MOVQ R8, R13
+#define ROWS3 LEAQ (SI)(R8*1), R9; LEAQ (R9)(R8*1), R10
+#define ROWS1 
 
-#define XP4 MOVQ 0(AX), BX; MOVQ 8(AX), CX; MOVQ 16(AX), DX; MOVQ 24(AX), DI; XORQ AX, AX
-#define XP3 MOVQ 0(AX), BX; MOVQ 8(AX), CX; MOVQ 16(AX), DX; XORQ AX, AX
-#define XP2 MOVQ 0(AX), BX; MOVQ 8(AX), CX; XORQ AX, AX
+#define XP4 MOVQ 0(AX), BX; MOVQ 8(AX), CX; MOVQ 16(AX), DX; MOVQ 24(AX), DI
+#define XP3 MOVQ 0(AX), BX; MOVQ 8(AX), CX; MOVQ 16(AX), DX
+#define XP2 MOVQ 0(AX), BX; MOVQ 8(AX), CX
 
 // MTSTART loads or zeroes the state (R14 = flags).
 #define MTSTART(LOAD, ZERO) \
@@ -258,18 +268,26 @@ zero: \
 	ZERO; \
 ready:
 
-// MTEND stores the state or, on the last block, the sums.
-#define MTEND(STORE, HSUMS) \
+// MTEND stores the state or, on the last block, the sums, and moves on
+// to the next row tile (R13 = R·stride) and its state (ACCB bytes on).
+#define MTEND(STORE, HSUMS, ACCB) \
 done: \
 	MOVQ acc+32(FP), R11; \
 	MOVQ flags+40(FP), R14; \
 	TESTQ $FL_FINAL, R14; \
 	JNZ final; \
 	STORE(R11); \
-	VZEROUPPER; \
-	RET; \
+	JMP next; \
 final: \
 	HSUMS; \
+next: \
+	MOVQ w+0(FP), SI; \
+	ADDQ R13, SI; \
+	MOVQ SI, w+0(FP); \
+	ADDQ ACCB, R11; \
+	MOVQ R11, acc+32(FP); \
+	DECQ tiles+48(FP); \
+	JNZ tile; \
 	VZEROUPPER; \
 	RET
 
@@ -385,11 +403,10 @@ loopPF: \
 #define BODY2_Q8 Q8SC3; W3_Q8(2); MT2FMA_LO(0); W3_Q8(18); MT2FMA_HI(64)
 
 #define MT512(XN, LOAD, ZERO, STORE, HSUMS, PF, BODY, STEP) \
-	MTARGS(ROWS3); \
-	XN; \
+	MTARGS(XN, PFOFF3, ROWS3); \
 	MTSTART(LOAD, ZERO); \
 	MTLOOP(PF, BODY, STEP); \
-	MTEND(STORE, HSUMS)
+	MTEND(STORE, HSUMS, $1536)
 
 // ---- AVX-512 Q4_K ----
 
@@ -474,8 +491,7 @@ loopPF: \
 // then the high nibbles of one 32-byte chunk); it may end after any
 // sub-block. R11 is the sub-block (0-7).
 #define MTQ4K512(XN, LOAD, ZERO, STORE, HSUMS, FMA_LO, FMA_HI) \
-	MTARGS(ROWS3); \
-	XN; \
+	MTARGS(XN, PFOFF3, ROWS3); \
 	MTSTART(LOAD, ZERO); \
 	VPMOVZXBD mmtIota<>(SB), Z31; \
 	VCVTDQ2PS Z31, Z31; \
@@ -522,7 +538,7 @@ pair: \
 	JLT pair; \
 	ADV3($144); \
 	JMP sblock; \
-	MTEND(STORE, HSUMS)
+	MTEND(STORE, HSUMS, $1536)
 
 // ---- AVX2: 1 row × 3 inputs; the weights of lane group q in Y12 ----
 
@@ -570,11 +586,10 @@ loopPF: \
 	JLT loopPF
 
 #define MT256(PF, BODY, STEP) \
-	MTARGS(ROWS1); \
-	XP3; \
+	MTARGS(XP3, PFOFF1, ROWS1); \
 	MTSTART(YLOAD12, YZERO12); \
 	MTLOOP1(PF, BODY, STEP); \
-	MTEND(YSTORE12, YHSUM3)
+	MTEND(YSTORE12, YHSUM3, $384)
 
 // Q4_K: the super-block's scales d·sc → 0(SP), mins dmin·m → 32(SP), as
 // Q4KSC512 with ymm scratch Y12-Y14; the weights of lane group q of
@@ -634,8 +649,7 @@ loopPF: \
 	W(16); MT3_0; W(24); MT3_1; W(32); MT3_2; W(40); MT3_3
 
 #define MTQ4K256 \
-	MTARGS(ROWS1); \
-	XP3; \
+	MTARGS(XP3, PFOFF1, ROWS1); \
 	MTSTART(YLOAD12, YZERO12); \
 	MOVL $15, R14; \
 	VMOVD R14, X15; \
@@ -669,7 +683,7 @@ pair: \
 	JLT pair; \
 	ADDQ $144, SI; \
 	JMP sblock; \
-	MTEND(YSTORE12, YHSUM3)
+	MTEND(YSTORE12, YHSUM3, $384)
 
 // 0, 1, …, 15: the nibble values of the Q4_K tables.
 DATA mmtIota<>+0(SB)/8, $0x0706050403020100
@@ -688,47 +702,47 @@ GLOBL mmtIota<>(SB), RODATA|NOPTR, $16
 
 // ---- the kernels ----
 
-TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-48
+TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_BF16, $64)
 
-TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-48
+TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_BF16, $64)
 
-TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-48
+TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_F16, $64)
 
-TEXT ·mmtF16AVX512x2(SB), NOSPLIT, $0-48
+TEXT ·mmtF16AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_F16, $64)
 
-TEXT ·mmtF32AVX512x4(SB), NOSPLIT, $0-48
+TEXT ·mmtF32AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_2, BODY4_F32, $128)
 
-TEXT ·mmtF32AVX512x2(SB), NOSPLIT, $0-48
+TEXT ·mmtF32AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_2, BODY2_F32, $128)
 
-TEXT ·mmtQ8_0AVX512x4(SB), NOSPLIT, $0-48
+TEXT ·mmtQ8_0AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_Q8, $34)
 
-TEXT ·mmtQ8_0AVX512x2(SB), NOSPLIT, $0-48
+TEXT ·mmtQ8_0AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_Q8, $34)
 
-TEXT ·mmtQ4_KAVX512x4(SB), $384-48
+TEXT ·mmtQ4_KAVX512x4(SB), $384-56
 	MTQ4K512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, MT4FMA_LO, MT4FMA_HI)
 
-TEXT ·mmtQ4_KAVX512x2(SB), $384-48
+TEXT ·mmtQ4_KAVX512x2(SB), $384-56
 	MTQ4K512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, MT2FMA_LO, MT2FMA_HI)
 
-TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-56
 	MT256(PF1_1, BODY3_BF16, $64)
 
-TEXT ·mmtF16AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·mmtF16AVX2x3(SB), NOSPLIT, $0-56
 	MT256(PF1_1, BODY3_F16, $64)
 
-TEXT ·mmtF32AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·mmtF32AVX2x3(SB), NOSPLIT, $0-56
 	MT256(PF1_2, BODY3_F32, $128)
 
-TEXT ·mmtQ8_0AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·mmtQ8_0AVX2x3(SB), NOSPLIT, $0-56
 	MT256(PF1_1, BODY3_Q8, $34)
 
-TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-48
+TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
 	MTQ4K256
