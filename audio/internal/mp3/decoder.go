@@ -34,6 +34,8 @@ type Decoder struct {
 	overlap [2][576]float64
 	v       [2][1024]float64
 	voff    [2]int
+
+	blocks [5]int // granule channels decoded per block type (4: mixed), for tests
 }
 
 // NewDecoder returns a decoder at the start of a stream.
@@ -116,7 +118,13 @@ func (d *Decoder) Decode(frame []byte, pcm [2][]float32) (Header, error) {
 			d.stereo(h, &si.gr[gr])
 		}
 		for ch := range nch {
-			d.output(h, &si.gr[gr][ch], ch, pcm[ch][gr*576:gr*576+576])
+			g := &si.gr[gr][ch]
+			if g.mixed {
+				d.blocks[4]++
+			} else {
+				d.blocks[g.blockType]++
+			}
+			d.output(h, g, ch, pcm[ch][gr*576:gr*576+576])
 		}
 	}
 
