@@ -71,7 +71,7 @@ func TestNEONRegistered(t *testing.T) {
 // fail here rather than pass unnoticed in the tests over KernelNames.
 func TestNEONHooksDirect(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	for _, dt := range testDTypes {
+	for _, dt := range append(append([]weights.DType(nil), testDTypes...), quantDTypes...) {
 		for _, cols := range []int{32, 64, 96, 256, 288, 1000} {
 			rows := 5
 			var m Mat
@@ -172,7 +172,7 @@ func TestNEONSpecialValues(t *testing.T) {
 func BenchmarkNEONKernels(b *testing.B) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	const rows, cols = 1024, 4096
-	for _, dt := range []weights.DType{weights.BF16, weights.F16, weights.F32} {
+	for _, dt := range []weights.DType{weights.BF16, weights.F16, weights.F32, weights.Q8_0, weights.Q4_K} {
 		var m Mat
 		if dt == weights.Q8_0 || dt == weights.Q4_K {
 			m = randQuantMat(rng, dt, rows, cols)
