@@ -141,7 +141,7 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 			if bad++; firstBad == nil {
 				firstBad = fmt.Errorf("offset %d: %s", off, oneLine(err.Error()))
 			}
-		} else {
+		} else if !xingFrame {
 			good++
 		}
 		if len(dst) > 1 && dst[1] != nil && fh.Channels() == 1 {

@@ -521,3 +521,104 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Intensity and MS stereo against ISO/IEC 11172-3 2.4.3.4.9 and 13818-3
+// 2.4.3.2: an MPEG-1 long block with both, and an MPEG-2 short block with
+// intensity only, where each window's intensity bands start above its last
+// nonzero right-channel band.
+func TestStereo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const r2 = math.Sqrt2 / 2
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+
+	// MPEG-1, 44.1 kHz, long blocks: the right channel is nonzero up to
+	// line 19 (bands 0 to 4).
+	d := NewDecoder()
+	h := Header{Version: 1, Mode: JointStereo, ModeExt: 3, rateIndex: 0}
+	var l0, r0 [576]float64
+	for i := range 576 {
+		l0[i] = rng.Float64()*2 - 1
+		d.is[0][i] = 1
+		if i < 20 {
+			r0[i] = rng.Float64()*2 - 1
+			d.is[1][i] = 1
+		}
+	}
+	for b := range 22 {
+		d.sf[1].l[b] = b % 8 // 7: not intensity coded
+	}
+	d.xr[0], d.xr[1] = l0, r0
+	d.nz = [2]int{576, 20}
+	gs := [2]granule{}
+	d.stereo(h, &gs)
+	for b := range 22 {
+		pos := d.sf[1].l[min(b, 20)]
+		for i := longStart[0][b]; i < longStart[0][b+1]; i++ {
+			wl, wr := (l0[i]+r0[i])*r2, (l0[i]-r0[i])*r2
+			if b >= 5 && pos < 7 {
+				k := math.Tan(float64(pos) * math.Pi / 12)
+				wl, wr = l0[i]*k/(1+k), l0[i]/(1+k)
+				if pos == 6 {
+					wl, wr = l0[i], 0
+				}
+			}
+			if !near(d.xr[0][i], wl) || !near(d.xr[1][i], wr) {
+				t.Fatalf("MPEG-1 band %d line %d: (%v, %v), want (%v, %v)", b, i, d.xr[0][i], d.xr[1][i], wl, wr)
+			}
+		}
+	}
+
+	// MPEG-2, 22.05 kHz, short blocks, intensity only, intensity_scale 1.
+	// Window 0 of the right channel is nonzero in bands 0 to 2, window 1
+	// in band 0, window 2 nowhere.
+	d = NewDecoder()
+	h = Header{Version: 2, Mode: JointStereo, ModeExt: 1, rateIndex: 3}
+	gs = [2]granule{{blockType: 2}, {blockType: 2, sfCompress: 1}}
+	last := [3]int{3, 1, 0} // bands with nonzero lines, per window
+	l0, r0 = [576]float64{}, [576]float64{}
+	d.is = [2][576]int32{}
+	for b := range 13 {
+		s, w := 3*shortStart[3][b], shortWidths[3][b]
+		for win := range 3 {
+			for i := s + win*w; i < s+(win+1)*w; i++ {
+				l0[i] = rng.Float64()*2 - 1
+				d.is[0][i] = 1
+				if b < last[win] {
+					r0[i] = rng.Float64()*2 - 1
+					d.is[1][i] = 1
+				}
+			}
+			d.sf[1].s[b][win] = (b + win) % 8
+		}
+		d.sf[1].smax[b] = 7
+	}
+	d.xr[0], d.xr[1] = l0, r0
+	d.nz = [2]int{576, 576}
+	d.stereo(h, &gs)
+	io := math.Pow(2, -0.5)
+	for b := range 13 {
+		s, w := 3*shortStart[3][b], shortWidths[3][b]
+		for win := range 3 {
+			pos := d.sf[1].s[min(b, 11)][win]
+			for i := s + win*w; i < s+(win+1)*w; i++ {
+				wl, wr := l0[i], r0[i]
+				if b >= last[win] && pos != 7 {
+					switch {
+					case pos == 0:
+					case pos%2 == 1:
+						wl *= math.Pow(io, float64(pos+1)/2)
+						wr = l0[i]
+					default:
+						wr = l0[i] * math.Pow(io, float64(pos)/2)
+					}
+					if pos == 0 {
+						wr = l0[i]
+					}
+				}
+				if !near(d.xr[0][i], wl) || !near(d.xr[1][i], wr) {
+					t.Fatalf("MPEG-2 band %d window %d line %d: (%v, %v), want (%v, %v)", b, win, i, d.xr[0][i], d.xr[1][i], wl, wr)
+				}
+			}
+		}
+	}
+}
