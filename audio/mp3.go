@@ -168,31 +168,32 @@ type mp3Window struct {
 	start int64 // file offset of buf[0]
 }
 
-// at returns the n bytes at off, fewer where the file ends first.
+// at returns the n bytes at off, fewer where the file ends first. A refill
+// starts a little before off, so that the resynchronisation's look-ahead
+// to the next frame and its return to the following byte stay in one
+// buffer.
 func (w *mp3Window) at(off int64, n int) ([]byte, error) {
 	end := min(off+int64(n), w.size)
 	if off >= w.start && end <= w.start+int64(len(w.buf)) {
 		return w.buf[off-w.start : end-w.start], nil
 	}
-	const chunk = 1 << 16
-	if w.buf == nil {
-		w.buf = make([]byte, 0, chunk)
-	}
-	m := min(int64(max(n, chunk)), w.size-off)
-	if m <= 0 {
+	const chunk, back = 1 << 16, 1 << 12
+	start := max(off-back, 0)
+	m := min(int64(max(n, chunk))+off-start, w.size-start)
+	if end <= off {
 		return nil, nil
 	}
 	if int64(cap(w.buf)) < m {
 		w.buf = make([]byte, 0, m)
 	}
 	w.buf = w.buf[:m]
-	got, err := w.r.ReadAt(w.buf, off)
+	got, err := w.r.ReadAt(w.buf, start)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(got) == m) {
 		w.buf = w.buf[:0]
 		return nil, err
 	}
-	w.start = off
-	return w.buf[:end-off], nil
+	w.start = start
+	return w.buf[off-start : end-start], nil
 }
 
 // resync finds the next frame header of the stream of h at or after off:
