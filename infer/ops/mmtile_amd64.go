@@ -147,6 +147,11 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 		ntiles++
 	}
 	cbk := max(256, mmtXBytes/(4*Tmax)&^255)
+	if tb <= 2 {
+		// Two inputs load little per FMA even from L2: whole rows, one
+		// stream each, as the matrix-vector kernel reads them.
+		cbk = nl
+	}
 	rEnd := r1 - (r1-r0)%R // rows [rEnd, r1) run on the mv kernel
 	s := mmtPool.Get().(*mmtScratch)
 	if need := mmtGroupRows / R * ntiles * accF; cap(s.acc) < need {

@@ -17,10 +17,12 @@ import (
 // summed in the fixed tree, the tail is added sequentially. Every variant —
 // the portable code below, the AVX-512 and AVX2 kernels (quant_amd64.s) —
 // therefore gives the bits of "dequantize the row exactly, then the F32
-// product", and so does a MatMul row: the matrix-matrix path dequantizes a
-// few rows at a time into float32 (quant_amd64.s' dq kernels) and runs the
-// F32 register tiles on them. Activations stay float32: nothing is
-// quantized on the fly.
+// product", and so does a MatMul row: on AVX-512 and AVX2 the tiles of
+// mmtile_amd64.s compute the weights in registers inside the tile, as the
+// mv kernels do; elsewhere (portable, AVX2 without F16C) the matrix-matrix
+// path dequantizes a few rows at a time into float32 and runs the F32
+// register tiles on them. Activations stay float32: nothing is quantized
+// on the fly.
 
 // qChunkBytes bounds the float32 rows one step of a quantized MatMul
 // dequantizes (they stay in L2 while the inputs pass over them).
