@@ -95,14 +95,23 @@ func imdctLongBlock(x []float64, bt int, out, prev []float64) {
 		}
 	}
 	if !zero {
-		win := &imdctWin[bt]
-		for i := range 36 {
-			c := &imdctLong[i]
+		// y[i] = C(i + 9), C(m) = Σ_k x[k] cos(π(2m + 1)(2k + 1)/72), and
+		// C(35 − m) = C(m + 36) = −C(m): 18 values give the 36.
+		var c [18]float64
+		for m := range 18 {
+			t := &imdctHalf[m]
 			s := 0.0
 			for k := range 18 {
-				s += x[k] * c[k]
+				s += x[k] * t[k]
 			}
-			y[i] = s * win[i]
+			c[m] = s
+		}
+		win := &imdctWin[bt]
+		for i := range 9 {
+			y[i] = c[i+9] * win[i]
+			y[i+9] = -c[17-i] * win[i+9]
+			y[i+18] = -c[8-i] * win[i+18]
+			y[i+27] = -c[i] * win[i+27]
 		}
 	}
 	for i := range 18 {

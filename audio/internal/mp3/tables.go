@@ -73,8 +73,9 @@ var (
 	// imdctWin[t] is block type t's window over 36 samples (t = 2: the
 	// 12-sample short window in the first 12).
 	imdctWin [4][36]float64
-	// imdctLong[i][k] = cos(π/72 (2i + 1 + 18)(2k + 1)), i < 36, k < 18.
-	imdctLong [36][18]float64
+	// imdctHalf[m][k] = cos(π/72 (2m + 1)(2k + 1)), m, k < 18: the
+	// long IMDCT's distinct rows.
+	imdctHalf [18][18]float64
 	// imdctShort[i][k] = cos(π/24 (2i + 1 + 6)(2k + 1)), i < 12, k < 6.
 	imdctShort [12][6]float64
 	// synthD is the whole 512-tap synthesis window D[i].
@@ -133,9 +134,9 @@ func init() {
 	for i := range 12 {
 		imdctWin[2][i] = math.Sin(math.Pi / 12 * (float64(i) + 0.5))
 	}
-	for i := range 36 {
+	for m := range 18 {
 		for k := range 18 {
-			imdctLong[i][k] = math.Cos(math.Pi / 72 * float64((2*i+1+18)*(2*k+1)))
+			imdctHalf[m][k] = math.Cos(math.Pi / 72 * float64((2*m+1)*(2*k+1)))
 		}
 	}
 	for i := range 12 {
