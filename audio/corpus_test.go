@@ -327,7 +327,9 @@ func TestCorpusMP3(t *testing.T) {
 		tc{22050, "m", []string{"-b", "32"}}, tc{22050, "s", []string{"-b", "32"}}, // go-mp3 got these wrong
 		tc{8000, "m", []string{"-b", "8"}}, tc{11025, "j", []string{"-b", "8"}}, tc{48000, "s", []string{"-b", "320"}},
 		tc{24000, "j", []string{"-b", "64"}}, tc{24000, "m", []string{"-b", "48"}}, tc{44100, "j", []string{"-b", "128"}},
-		tc{44100, "j", []string{"-V", "0"}}, tc{16000, "m", []string{"-V", "9"}})
+		tc{44100, "j", []string{"-V", "0"}}, tc{16000, "m", []string{"-V", "9"}},
+		tc{32000, "j", []string{"-b", "96", "-p"}}, tc{11025, "s", []string{"-V", "4", "-p"}}, // CRC-protected frames
+		tc{44100, "s", []string{"-b", "160", "--nores"}}) // no bit reservoir
 	for _, c := range cases {
 		enc := strings.Join(c.enc, "")
 		t.Run(fmt.Sprintf("%d_%s_%s", c.rate, c.mode, enc), func(t *testing.T) {

@@ -46,23 +46,44 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 	}
 	win := &mp3Window{r: r, size: size}
 	// The first frame header must follow the tags (a little junk is
-	// tolerated, as decoders do).
+	// tolerated, as decoders do): one that another frame header of the
+	// same stream follows, or the end of the file, or failing that the
+	// first header seen.
 	var h mp3.Header
 	found := false
 	var why error
+	first := int64(-1)
+	var firstH mp3.Header
 	for end := min(off+maxMP3Junk, size-3); off < end; off++ {
 		b, err := win.at(off, 4)
 		if err != nil {
 			return nil, formatErr(name, "reading MP3 data: %v", err)
 		}
 		h2, herr := mp3.ParseHeader(b)
-		if herr == nil {
-			h, found = h2, true
-			break
+		if herr != nil {
+			if errors.Is(herr, mp3.ErrFreeFormat) && why == nil {
+				why = herr
+			}
+			continue
 		}
-		if errors.Is(herr, mp3.ErrFreeFormat) && why == nil {
-			why = herr
+		if first < 0 {
+			first, firstH = off, h2
 		}
+		next := off + int64(h2.FrameBytes)
+		if next+4 <= size {
+			b, err := win.at(next, 4)
+			if err != nil {
+				return nil, formatErr(name, "reading MP3 data: %v", err)
+			}
+			if h3, err := mp3.ParseHeader(b); err != nil || !h2.SameStream(h3) {
+				continue
+			}
+		}
+		h, found = h2, true
+		break
+	}
+	if !found && first >= 0 {
+		off, h, found = first, firstH, true
 	}
 	if !found {
 		if why != nil {
@@ -72,11 +93,11 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 	}
 	skipStart, dropEnd := 0, 0
 	var declared int64 // frames the Xing/Info tag counts (0: unknown)
-	first, err := win.at(off, h.FrameBytes)
+	fr, err := win.at(off, h.FrameBytes)
 	if err != nil {
 		return nil, formatErr(name, "reading MP3 data: %v", err)
 	}
-	if info, ok := parseXing(first, mpegHeader{version: h.Version, crc: h.CRC, mono: h.Mode == mp3.Mono}); ok {
+	if info, ok := parseXing(fr, mpegHeader{version: h.Version, crc: h.CRC, mono: h.Mode == mp3.Mono}); ok {
 		skipStart = h.Samples // the Xing/Info frame itself
 		declared = int64(info.frames) * int64(h.Samples)
 		if info.lame {
@@ -278,15 +299,21 @@ func parseXing(f []byte, h mpegHeader) (xingInfo, bool) {
 	case h.version != 1:
 		side = 17
 	}
+	// The tag follows the side information; in a CRC-protected frame LAME
+	// (and ffmpeg, which reads it there) still puts it at 4 + side, so
+	// that place is tried first, then after the CRC.
 	p := 4 + side
-	if h.crc {
-		p += 2
+	tag := func(p int) bool {
+		return len(f) >= p+8 && (string(f[p:p+4]) == "Xing" || string(f[p:p+4]) == "Info")
 	}
 	if len(f) >= 4+32+4 && string(f[36:40]) == "VBRI" {
 		return x, true
 	}
-	if len(f) < p+8 || (string(f[p:p+4]) != "Xing" && string(f[p:p+4]) != "Info") {
-		return x, false
+	if !tag(p) {
+		if !h.crc || !tag(p+2) {
+			return x, false
+		}
+		p += 2
 	}
 	flags := uint32(f[p+4])<<24 | uint32(f[p+5])<<16 | uint32(f[p+6])<<8 | uint32(f[p+7])
 	q := p + 8

@@ -45,7 +45,8 @@ func sameClip(t *testing.T, what string, got, want *Clip) {
 	}
 }
 
-// Junk between frames, a tag in the middle, trailing ID3v1 and APE tags:
+// Junk between frames or before the first (with a stray frame header), a
+// tag in the middle, trailing ID3v1 and APE tags:
 // the frames around them decode as without them; a cut last frame is
 // dropped, what came before kept.
 func TestMP3Resync(t *testing.T) {
@@ -63,6 +64,7 @@ func TestMP3Resync(t *testing.T) {
 		ape := append([]byte("APETAGEX\xd0\x07\x00\x00"), bytes.Repeat([]byte{0}, 20)...)
 		for name, in := range map[string][]byte{
 			"junk":       splice(data[:k], junk, data[k:]),
+			"junk first": splice(data[:offs[0]], junk, data[offs[0]:]),
 			"id3 inside": splice(data[:k], id3, data[k:]),
 			"trailing":   splice(data[:end], ape, v1),
 		} {
