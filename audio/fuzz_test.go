@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/pp-offline/pp-offline/audio/internal/mp3"
 )
 
 // FuzzDecode feeds arbitrary bytes to Decode: it must never panic, and it
@@ -113,6 +115,25 @@ func FuzzDecodeFLAC(f *testing.F) {
 }
 
 func FuzzDecodeMP3(f *testing.F) {
+	// MPEG-2.5 (8 kHz mono, 11.025 kHz joint stereo with CRC) streams of
+	// fixed pseudo-random frame bodies, beside the MPEG-1 and MPEG-2
+	// fixtures.
+	for _, hdr := range [][]byte{{0xFF, 0xE3, 0x18, 0xC0}, {0xFF, 0xE2, 0x20, 0x70}} {
+		h, err := mp3.ParseHeader(hdr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		seed := uint32(3)
+		var b []byte
+		for range 3 {
+			b = append(b, hdr...)
+			for range h.FrameBytes - 4 {
+				seed = seed*1664525 + 1013904223
+				b = append(b, byte(seed>>24))
+			}
+		}
+		f.Add(b)
+	}
 	fuzzCompressed(f, "mp3_24k_mono.mp3", "mp3_44k_stereo.mp3")
 }
 

@@ -13,7 +13,7 @@ import (
 // as ffmpeg and LAME's own decoder count it.
 const mp3Decoder = 529
 
-// maxID3 bounds the ID3v2 tags skipped before the first frame.
+// maxID3Tags bounds the ID3v2 tags skipped before the first frame.
 const maxID3Tags = 16
 
 // maxMP3Junk bounds the bytes searched for the first frame after the tags.
@@ -27,16 +27,16 @@ const maxMP3Junk = 4096
 // frame's header gives the sample rate and the channel count (a mono file
 // gives one channel; a stereo frame in it gives its left channel, a mono
 // frame in a stereo file both), and its Xing/LAME tag the samples to drop,
-// as ffmpeg's gapless trimming drops them: the Xing frame (decoded, as
-// silence), then encoder delay + 529 at the start, padding − 529 at the
-// end. Frames follow one another; where the next bytes are no frame header
+// as ffmpeg's gapless trimming drops them: the Xing frame (decoded, not
+// kept), then encoder delay + 529 at the start, padding − 529 at the end. Frames follow one another; where the next bytes are no frame header
 // of the stream (junk, a tag inside the file, a header of another version or
 // rate) decoding resumes at the next header that another one follows, as
 // decoders resynchronise; trailing tags end the stream. A frame whose side
-// information or main data is invalid is decoded as silence (its length
-// kept: the granule concealment ffmpeg also does), a frame whose main data
-// begins before the stream (a cut file) likewise; a file none of whose
-// frames decodes is an error. A last frame cut off by the end of the file is
+// information or main data is invalid is decoded as silence, its length
+// kept (ffmpeg drops some such frames and zeroes the damaged part of
+// others; keeping the length keeps the timing), and so is a frame whose
+// main data begins before the stream (a cut file), as decoders do; a file
+// none of whose audio frames decodes is an error. A last frame cut off by the end of the file is
 // dropped, what came before kept, as ffmpeg and symphonia keep it.
 func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip, err error) {
 	defer guard(name, "MP3", &err)
