@@ -391,7 +391,7 @@ func (d *Decoder) requantize(h Header, g *granule, ch int) {
 		} else {
 			e = base + 8*g.subGain[b.win] + k*sf.s[b.sfb][b.win]
 		}
-		scale := pow2q[e]
+		scale := pow2q[min(e, pow2qSize-1)]
 		for i := b.start; i < b.start+b.width; i++ {
 			v := is[i]
 			switch {

@@ -88,8 +88,9 @@ var (
 )
 
 // pow2qSize bounds the exponents: 210 − global_gain (from −45) offset by
-// 64, plus at most 8·7 (subblock gain) + 4·15 (scale factor) or
-// 4·(15 + 3) (with preemphasis).
+// 64, plus at most 8·7 (subblock gain) + 4·31 (a 5-bit scale factor of an
+// MPEG-2 intensity-stereo channel) or 4·(31 + 3) with preemphasis: at most
+// 454.
 const pow2qSize = 512
 
 func init() {
