@@ -34,19 +34,35 @@ func BenchmarkMatMulBatchCPU(b *testing.B) {
 		xs[i] = randVec(rng, cols)
 		dst[i] = make([]float32, rows)
 	}
-	for _, dt := range []weights.DType{weights.BF16, weights.Q8_0, weights.Q4_K, weights.F32} {
+	// "BF16c" is BF16 weights in the bf16 compute dtype (VDPBF16PS where
+	// the CPU has AVX512_BF16; skipped where it runs the portable code).
+	for _, label := range []string{"BF16", "BF16c", "Q8_0", "Q4_K", "F32"} {
+		dt, compute := weights.F32, "f32"
+		switch label {
+		case "BF16":
+			dt = weights.BF16
+		case "BF16c":
+			dt, compute = weights.BF16, "bf16"
+		case "Q8_0":
+			dt = weights.Q8_0
+		case "Q4_K":
+			dt = weights.Q4_K
+		}
 		m := benchMat(dt, rows, cols)
 		for _, B := range []int{1, 2, 4, 8, 16, 32} {
 			for _, name := range KernelNames() {
 				if name == "portable" {
 					continue
 				}
-				b.Run(fmt.Sprintf("%s/B=%d/%s", dt, B, name), func(b *testing.B) {
-					e, err := NewEngine(EngineOptions{Threads: 1, Kernel: name})
+				b.Run(fmt.Sprintf("%s/B=%d/%s", label, B, name), func(b *testing.B) {
+					e, err := NewEngine(EngineOptions{Threads: 1, Kernel: name, ComputeDType: compute})
 					if err != nil {
 						b.Fatal(err)
 					}
 					defer e.Close()
+					if compute == "bf16" && e.BF16KernelName() == "portable" {
+						b.Skip("no bf16 compute kernel here")
+					}
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
 					b.SetBytes(m.Bytes())
