@@ -325,7 +325,11 @@ func (j *itemsRun) open() error {
 		est.Other += 4 * int64(len(r.in.user)+len(r.in.voiceAudio))
 	}
 	if j.prompts != nil && !(j.exhausted && len(j.queue) <= 1) {
-		est.KV += j.prompts.maxBytes // the prompt cache's states (on a GPU, in its memory)
+		p := 0
+		for _, r := range j.queue {
+			p = max(p, r.in.promptSteps(cfg, frame))
+		}
+		est.KV += j.prompts.estimate(cfg, p) // the prompt cache's states (on a GPU, in its memory)
 	}
 	blocks, _ := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
 	est.Other += blocks

@@ -171,11 +171,20 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 func promptCacheBytes(cfg *config.Config, entries int) int64 {
 	l := &cfg.LM
 	positions := int64(min(max(l.Context, 1), 512))
-	b := int64(entries) * (2*4*int64(l.Dim)*int64(l.NumLayers)*positions + 64<<10)
+	b := int64(entries) * (2*4*int64(l.Dim)*int64(l.NumLayers)*positions + 4<<10)
 	if m := sysmem.Read(); m.OK {
 		b = min(b, m.Bytes/16)
 	}
 	return b
+}
+
+// estimate is the memory the cache will likely hold: full, with states of
+// prompt phases of p positions (rings grown for them as nn grows them: 128
+// slots, or p + 1 beyond), within its byte bound.
+func (c *promptCache) estimate(cfg *config.Config, p int) int64 {
+	l := &cfg.LM
+	slots := int64(min(max(l.Context, 1), max(128, p+1)))
+	return min(c.maxBytes, int64(c.maxEntries)*(2*4*int64(l.Dim)*int64(l.NumLayers)*slots+4<<10))
 }
 
 // openPromptCache is the job's prompt cache of o (nil: off).

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/prompts"
 )
@@ -278,5 +279,37 @@ func TestPromptCacheLRU(t *testing.T) {
 	}
 	if off := newPromptCache(0, 100); off.put(key(0), snaps[0], 1) {
 		t.Fatal("a cache of 0 entries kept one")
+	}
+}
+
+// The memory estimate of an entry is what a real one holds: the tiny
+// model's state after its prompt phases (a .pt voice and a text prompt,
+// longer than its context: rings at the full context), within 10 %, not
+// under.
+func TestPromptCacheEstimate(t *testing.T) {
+	o := tinyOptions(t)
+	tok := loadTokenizer(t, o)
+	in, err := prepare(t.Context(), &Item{InputWAV: tinyDir + "input.wav", VoicePrompt: tinyDir + "voices/TINYF0.pt", TextPrompt: "Be brief."},
+		o.Config, tok, o.Tokenizer, inputLimits(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := lm.Open(&o.Config.LM, o.MoshiWeight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	g := lm.NewGen(m, cpu.Default(), lm.GenOptions{FrameRate: o.Config.Mimi.FrameRate})
+	if err := g.QueueSystemPrompts(in.sys); err != nil {
+		t.Fatal(err)
+	}
+	got := g.Snapshot().Bytes()
+	c := newPromptCache(3, 1<<40)
+	est := c.estimate(o.Config, in.promptSteps(o.Config, o.Config.Mimi.FrameSize())) / 3
+	if got > est || got < est*9/10 {
+		t.Fatalf("an entry holds %d bytes, estimated %d", got, est)
+	}
+	if small := newPromptCache(3, 1000); small.estimate(o.Config, 10) != 1000 {
+		t.Fatal("the estimate is not within the byte bound")
 	}
 }
