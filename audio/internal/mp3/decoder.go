@@ -90,23 +90,26 @@ func (d *Decoder) Decode(frame []byte, pcm [2][]float32) (Header, error) {
 			ferr = fmt.Errorf("main data of %d bits, the frame and reservoir hold %d", bits, avail)
 		}
 	}
+	// Each granule channel's data starts where the last one's
+	// part2_3_length ends; one that fails is concealed alone.
+	frameOK := ferr == nil && !missing
 	br := bitReader{data: data}
-	if start > 0 {
-		br.pos = 8 * start
-	}
+	pos := 8 * max(start, 0)
 	for gr := range ngr {
-		ok := ferr == nil && !missing
+		ok := frameOK
 		for ch := range nch {
-			if !ok {
-				break
-			}
 			g := &si.gr[gr][ch]
-			end := br.pos + g.part23
-			if err := d.readChannel(h, &si, gr, ch, &br, end); err != nil {
-				ferr = err
-				ok = false
+			end := pos + g.part23
+			if ok {
+				br.pos = pos
+				if err := d.readChannel(h, &si, gr, ch, &br, end); err != nil {
+					if ferr == nil {
+						ferr = err
+					}
+					ok = false
+				}
 			}
-			br.pos = end
+			pos = end
 		}
 		if !ok {
 			for ch := range nch {

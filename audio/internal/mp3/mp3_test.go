@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -467,6 +468,21 @@ func TestDecodeFrames(t *testing.T) {
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.msg) || !silent() {
 			t.Errorf("%s: %v (silent %v)", c.name, err, silent())
 		}
+	}
+	// Granule 0's Huffman data overruns its part2_3_length (1 bit for a
+	// 3-bit pair): it alone is concealed, granule 1 (the next 3 bits)
+	// decodes.
+	d = NewDecoder()
+	_, err := d.Decode(frame(func(w *bitWriter) {
+		w.put(0, 9+5+4)
+		gran(w, 1, 1, 210)
+		gran(w, 3, 1, 210)
+	}, []byte{0b00100000}), pcm)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "overruns") {
+		t.Errorf("granule overrun: %v", err)
+	}
+	if slices.ContainsFunc(pcm[0][:576], func(v float32) bool { return v != 0 }) || !slices.ContainsFunc(pcm[0][576:], func(v float32) bool { return v != 0 }) {
+		t.Errorf("granule overrun: granule 0 not silent or granule 1 silent")
 	}
 	// A cut frame and a short output buffer: errors, nothing decoded.
 	if _, err := d.Decode(zero[:100], pcm); err == nil || errors.Is(err, ErrCorrupt) {
