@@ -32,7 +32,7 @@ type Decoder struct {
 	nz      [2]int // lines past the last possibly nonzero one
 	hyb     [576]float64
 	overlap [2][576]float64
-	v       [2][1024]float64
+	v       [2][2048]float64 // the synthesis filter bank's V, twice over
 	voff    [2]int
 
 	blocks [5]int // granule channels decoded per block type (4: mixed), for tests

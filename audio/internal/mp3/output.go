@@ -156,22 +156,26 @@ func (d *Decoder) synthesize(ch int, out []float32) {
 		// −X[i − 48].
 		var x [32]float64
 		dct32(&s, &x)
+		// V is kept twice (at off and off + 1024) so that the 16 taps
+		// below read one run of memory.
+		nv := (*[64]float64)(v[off : off+64])
 		for i := range 16 {
-			v[off+i] = x[16+i]
+			nv[i] = x[16+i]
 		}
-		v[off+16] = 0
+		nv[16] = 0
 		for i := 17; i < 48; i++ {
-			v[off+i] = -x[48-i]
+			nv[i] = -x[48-i]
 		}
 		for i := 48; i < 64; i++ {
-			v[off+i] = -x[i-48]
+			nv[i] = -x[i-48]
 		}
+		copy(v[off+1024:off+1088], nv[:])
 		o := out[32*t : 32*t+32]
+		w := v[off : off+1024]
 		for j := range 32 {
 			sum := 0.0
 			for i := range 8 {
-				sum += v[(off+128*i+j)&1023] * synthD[64*i+j]
-				sum += v[(off+128*i+96+j)&1023] * synthD[64*i+32+j]
+				sum += w[128*i+j]*synthD[64*i+j] + w[128*i+96+j]*synthD[64*i+32+j]
 			}
 			o[j] = float32(max(min(sum, 1), -1))
 		}
@@ -179,48 +183,72 @@ func (d *Decoder) synthesize(ch int, out []float32) {
 }
 
 // dct32 is the 32-point DCT-II, X[m] = Σ_k x[k] cos(π m (2k + 1)/64), by
-// Lee's recursive halving.
-func dct32(in, out *[32]float64) {
-	var a, b [32]float64
-	dctRec(in[:], out[:], a[:], b[:])
+// Lee's halving: with a[i] = x[i] + x[n−1−i] and b[i] = (x[i] − x[n−1−i]) /
+// (2 cos(π(2i + 1)/2n)), X[2k] = A[k] and X[2k+1] = B[k] + B[k+1] (B[n/2] = 0),
+// A and B the DCTs of half the size.
+func dct32(x, out *[32]float64) {
+	var a, b, ra, rb [16]float64
+	c := &dctCos[16]
+	for i := range 16 {
+		u, w := x[i], x[31-i]
+		a[i], b[i] = u+w, (u-w)*c[i]
+	}
+	dct16(&a, &ra)
+	dct16(&b, &rb)
+	for k := range 15 {
+		out[2*k], out[2*k+1] = ra[k], rb[k]+rb[k+1]
+	}
+	out[30], out[31] = ra[15], rb[15]
 }
 
-// dctRec computes the DCT-II of x (length a power of two) into out, with
-// scratch space tmp and tmp2 of len(x) each.
-func dctRec(x, out, tmp, tmp2 []float64) {
-	n := len(x)
-	if n == 1 {
-		out[0] = x[0]
-		return
+func dct16(x, out *[16]float64) {
+	var a, b, ra, rb [8]float64
+	c := &dctCos[8]
+	for i := range 8 {
+		u, w := x[i], x[15-i]
+		a[i], b[i] = u+w, (u-w)*c[i]
 	}
-	h := n / 2
-	c := dctCos[h]
-	a, b := tmp[:h], tmp[h:n]
-	for i := range h {
-		u, w := x[i], x[n-1-i]
-		a[i] = u + w
-		b[i] = (u - w) * c[i]
+	dct8(&a, &ra)
+	dct8(&b, &rb)
+	for k := range 7 {
+		out[2*k], out[2*k+1] = ra[k], rb[k]+rb[k+1]
 	}
-	ra, rb := tmp2[:h], tmp2[h:n]
-	dctRec(a, ra, out[:h], out[h:n])
-	dctRec(b, rb, out[:h], out[h:n])
-	for k := range h - 1 {
-		out[2*k] = ra[k]
-		out[2*k+1] = rb[k] + rb[k+1]
-	}
-	out[n-2] = ra[h-1]
-	out[n-1] = rb[h-1]
+	out[14], out[15] = ra[7], rb[7]
 }
 
-// dctCos[h][i] = 1 / (2 cos(π(2i + 1)/(4h))), the odd half's factors of a
-// DCT of 2h points.
-var dctCos = func() (m [17][]float64) {
+func dct8(x, out *[8]float64) {
+	var a, b, ra, rb [4]float64
+	c := &dctCos[4]
+	for i := range 4 {
+		u, w := x[i], x[7-i]
+		a[i], b[i] = u+w, (u-w)*c[i]
+	}
+	dct4(&a, &ra)
+	dct4(&b, &rb)
+	for k := range 3 {
+		out[2*k], out[2*k+1] = ra[k], rb[k]+rb[k+1]
+	}
+	out[6], out[7] = ra[3], rb[3]
+}
+
+func dct4(x, out *[4]float64) {
+	c := &dctCos[2]
+	a0, a1 := x[0]+x[3], x[1]+x[2]
+	b0, b1 := (x[0]-x[3])*c[0], (x[1]-x[2])*c[1]
+	// The 2-point DCTs: (p + q, (p − q)/(2 cos(π/4))).
+	h := dctCos[1][0]
+	ra0, ra1 := a0+a1, (a0-a1)*h
+	rb0, rb1 := b0+b1, (b0-b1)*h
+	out[0], out[1], out[2], out[3] = ra0, rb0+rb1, ra1, rb1
+}
+
+// dctCos[n][i] = 1 / (2 cos(π(2i + 1)/(4n))), the odd half's factors of a
+// DCT of 2n points.
+var dctCos = func() (m [17][16]float64) {
 	for h := 1; h <= 16; h *= 2 {
-		c := make([]float64, h)
-		for i := range c {
-			c[i] = 1 / (2 * math.Cos(math.Pi*float64(2*i+1)/float64(4*h)))
+		for i := range h {
+			m[h][i] = 1 / (2 * math.Cos(math.Pi*float64(2*i+1)/float64(4*h)))
 		}
-		m[h] = c
 	}
 	return m
 }()
