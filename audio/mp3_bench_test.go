@@ -44,7 +44,10 @@ func benchMP3(b *testing.B) []byte {
 }
 
 // BenchmarkDecodeMP3 decodes 30 s of 44.1 kHz stereo at 128 kbit/s to
-// float32; audio-s/s is seconds of audio decoded per second.
+// float32; audio-s/s is seconds of audio decoded per second. (Against
+// github.com/hajimehoshi/go-mp3, the decoder audio/internal/mp3 replaced,
+// on this file on a 2-core AMD EPYC under load, the two run alternately:
+// 60-81 audio-s/s here, 19-24 there, to 16-bit samples.)
 func BenchmarkDecodeMP3(b *testing.B) {
 	data := benchMP3(b)
 	b.SetBytes(int64(len(data)))
