@@ -59,3 +59,36 @@ func TestMatMulTilesBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// The batched products of every dtype allocate nothing once warm (the
+// tiles' state comes from a pool; a pool emptied by a collection costs an
+// allocation now and then, which the average over 50 runs absorbs).
+func TestMatMulTilesNoAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	xs := make([][]float32, 8)
+	dst := make([][]float32, len(xs))
+	for i := range xs {
+		xs[i] = randVec(rng, 1024)
+		dst[i] = make([]float32, 300)
+	}
+	for _, dt := range append(append([]weights.DType{}, testDTypes...), quantDTypes...) {
+		var m Mat
+		if dt.Quantized() {
+			m = randQuantMat(rng, dt, 300, 1024)
+		} else {
+			m = randMat(rng, dt, 300, 1024)
+		}
+		for _, name := range KernelNames() {
+			if name == "portable" {
+				continue // minutes at 50 runs; TestNoAllocs has its MatMul
+			}
+			withKernel(t, name, func() {
+				for _, B := range []int{2, 5, 8} {
+					if n := testing.AllocsPerRun(50, func() { m.MatMul(dst[:B], xs[:B]) }); n != 0 {
+						t.Errorf("%s %s MatMul B=%d: %v allocs", name, dt, B, n)
+					}
+				}
+			})
+		}
+	}
+}
