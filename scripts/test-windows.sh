@@ -39,6 +39,7 @@ for tool in wine x86_64-w64-mingw32-gcc go cmp; do
 done
 
 pkgs=${*:-"internal/fileio audio prompts voices infer/config infer/weights infer/nn infer/ops infer/mimi infer/lm infer/job infer/backend/cpu infer/backend/cuda offload compare batchjob hub cli"}
+[ "$pkgs" = none ] && pkgs= # only the jobs
 # Not run: e2e (its TestMain builds the binary with the go command and
 # several tests run sh and ffmpeg; the tiny job below is its first case).
 
@@ -89,7 +90,7 @@ for p in $pkgs; do
 	set -- -test.count=1
 	[ -n "$skip" ] && set -- "$@" "-test.skip=$skip"
 	if (cd "$p" && timeout 900 wine "$exe" "$@" >"$tmp/$n.log" 2>&1); then
-		echo "ok   $p ($(($(date +%s) - t0)) s$([ -n "$skip" ] && echo ", $(echo "$skip" | tr '|' '\n' | wc -l) skipped for wine"))"
+		echo "ok   $p ($(($(date +%s) - t0)) s$([ -n "$skip" ] && echo ", $(echo "$skip" | tr '|' '\n' | wc -l) skipped (see SKIP_)"))"
 	else
 		echo "FAIL $p ($(($(date +%s) - t0)) s)"
 		grep -E -- '^(--- FAIL|panic|fatal)|_test\.go:[0-9]+:' "$tmp/$n.log" | head -40
@@ -110,13 +111,17 @@ winpath() { printf 'Z:%s' "$(echo "$1" | tr / '\\')"; }
 Z=$(winpath "$root")
 T=$(winpath "$tmp")
 mkdir -p "$tmp/out"
+# wine serves \\server\share from dosdevices/unc/server/share.
+mkdir -p "$WINEPREFIX/dosdevices/unc/localhost"
+ln -s "$root" "$WINEPREFIX/dosdevices/unc/localhost/pp"
+ln -s "$tmp/out" "$WINEPREFIX/dosdevices/unc/localhost/pp-out"
 # name | working folder | the tiny folder | the output folder
 cases="relative, forward slashes|$root|testdata/tiny|$T\\out
 relative, backslashes|$root|testdata\\tiny|$T\\out
 drive letter|$tmp|$Z\\testdata\\tiny|$T\\out
 drive letter, forward slashes|$tmp|Z:$root/testdata/tiny|Z:$tmp/out
 extended-length (\\\\?\\)|$tmp|\\\\?\\$Z\\testdata\\tiny|\\\\?\\$T\\out
-UNC (\\\\localhost\\Z\$)|$tmp|\\\\localhost\\Z\$$(echo "$root" | tr / '\\')\\testdata\\tiny|$T\\out"
+UNC (\\\\localhost\\pp)|$tmp|\\\\localhost\\pp\\testdata\\tiny|\\\\localhost\\pp-out"
 i=0
 IFS='
 '
@@ -130,16 +135,15 @@ EOF
 		--config "$d\\config.json" --moshi-weight "$d\\model.safetensors" --mimi-weight "$d\\mimi.safetensors" \
 		--tokenizer "$d\\tokenizer.model" --greedy --device cpu --output-wav "$o\\out.wav" --output-text "$o\\out.json" >"$tmp/job$i.log" 2>&1) &&
 		cmp -s "$tmp/out/out.json" "$want" && cmp -s "$tmp/out/out.wav" "$tmp/linux.wav"; then
-		echo "ok   job, $name: transcript = $want, WAV = the Linux build's"
+		printf 'ok   job, %s: transcript = %s, WAV = the Linux build'"'"'s\n' "$name" "$want"
 	else
-		echo "FAIL job, $name ($d, $o)"; tail -5 "$tmp/job$i.log"; fail=1; failed="$failed job($name)"
+		printf 'FAIL job, %s (%s, %s)\n' "$name" "$d" "$o"; tail -5 "$tmp/job$i.log"; fail=1; failed="$failed job($name)"
 	fi
 done
 IFS=' '
 
-# A second run refuses to write over the outputs without --overwrite? No:
-# pp-offline replaces its outputs; the guard refuses an output that is an
-# input. Check that one line names the file and nothing is written.
+# The output guard on Windows: an output that is the input is refused in
+# one line and nothing is written.
 rm -f "$tmp/out/"*
 cp testdata/tiny/input.wav "$tmp/out/in.wav"
 if (cd "$root" && wine "$tmp/pp-offline.exe" --input-wav "$T\\out\\in.wav" --voice-prompt TINYF0.pt --voice-prompt-dir testdata/tiny/voices \
@@ -147,9 +151,40 @@ if (cd "$root" && wine "$tmp/pp-offline.exe" --input-wav "$T\\out\\in.wav" --voi
 	--tokenizer testdata/tiny/tokenizer.model --greedy --device cpu --output-wav "$T\\out\\in.wav" --output-text "$T\\out\\o.json" >"$tmp/guard.log" 2>&1); then
 	echo "FAIL job, output over its input: accepted"; fail=1; failed="$failed job(guard)"
 elif cmp -s "$tmp/out/in.wav" testdata/tiny/input.wav && [ ! -e "$tmp/out/o.json" ]; then
-	echo "ok   job, output over its input: refused ($(tail -1 "$tmp/guard.log" | cut -c1-120)), nothing written"
+	printf 'ok   job, output over its input: refused (%s), nothing written\n' "$(tail -1 "$tmp/guard.log")"
 else
 	echo "FAIL job, output over its input: the input changed or a file was written"; tail -3 "$tmp/guard.log"; fail=1; failed="$failed job(guard)"
+fi
+
+# Ctrl-C: wine turns a ^C typed on its terminal into the console's
+# CTRL_C_EVENT, which Go delivers as os.Interrupt. A job on a 2-minute
+# input runs under a pseudo-terminal (script); once its progress bar is
+# drawn, ^C is typed: exit 130, one line, no output written.
+if command -v script >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+	python3 -c '
+import sys, wave
+r = wave.open(sys.argv[1], "rb"); p = r.getparams(); d = r.readframes(r.getnframes()); r.close()
+w = wave.open(sys.argv[2], "wb"); w.setparams(p)
+for _ in range(40): w.writeframes(d)
+w.close()' testdata/tiny/input.wav "$tmp/long.wav"
+	rm -f "$tmp/out/"*
+	rc=0
+	(
+		i=0
+		while [ $i -lt 300 ] && ! grep -q "frames (RTF" "$tmp/pty.log" 2>/dev/null; do sleep 1; i=$((i + 1)); done
+		printf '\003'
+		# keep the terminal open until the job has stopped
+		while [ $i -lt 400 ] && ! grep -aq "pp-offline: " "$tmp/pty.log"; do sleep 1; i=$((i + 1)); done
+		sleep 2
+	) | timeout 600 script -qefc "wine '$tmp/pp-offline.exe' --input-wav '$T\\long.wav' --voice-prompt TINYF0.pt --voice-prompt-dir testdata/tiny/voices --config testdata/tiny/config.json --moshi-weight testdata/tiny/model.safetensors --mimi-weight testdata/tiny/mimi.safetensors --tokenizer testdata/tiny/tokenizer.model --greedy --device cpu --output-wav '$T\\out\\long.wav' --output-text '$T\\out\\long.json'" "$tmp/pty.log" >/dev/null || rc=$?
+	msg=$(tr '\r' '\n' <"$tmp/pty.log" | grep -a -o 'pp-offline: .*' | tail -1)
+	if [ $rc -eq 130 ] && echo "$msg" | grep -q "interrupted by interrupt: no output written" && ! ls "$tmp/out/"* >/dev/null 2>&1; then
+		printf 'ok   job, Ctrl-C: exit 130, %s\n' "$msg"
+	else
+		printf 'FAIL job, Ctrl-C: exit %s, %s\n' "$rc" "$msg"; ls "$tmp/out"; fail=1; failed="$failed job(Ctrl-C)"
+	fi
+else
+	echo "note: no script (util-linux) or python3: the Ctrl-C check did not run"
 fi
 
 echo "== $(($(date +%s) - start)) s"
