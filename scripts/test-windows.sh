@@ -156,6 +156,30 @@ else
 	echo "FAIL job, output over its input: the input changed or a file was written"; tail -3 "$tmp/guard.log"; fail=1; failed="$failed job(guard)"
 fi
 
+# batch on Windows: two items (the tiny input under two names, greedy) in
+# one batch through a manifest with Windows paths; each transcript must be
+# the fixture and each WAV the Linux build's; a second run skips both
+# (complete outputs, same fingerprints: the Windows file identities).
+mkdir -p "$tmp/bj"
+cp testdata/tiny/input.wav "$tmp/bj/a.wav"
+cp testdata/tiny/input.wav "$tmp/bj/b.wav"
+printf '{"input_wav": "a.wav", "greedy": true}\n{"input_wav": "%s", "greedy": true}\n' "$(printf "%s" "$T" | sed 's/\\/\\\\/g')\\\\bj\\\\b.wav" >"$tmp/bj/jobs.jsonl"
+bargs="batch --manifest $T\\bj\\jobs.jsonl --output-dir $T\\bj\\out --batch-size 2 --config testdata/tiny/config.json --moshi-weight testdata/tiny/model.safetensors --mimi-weight testdata/tiny/mimi.safetensors --tokenizer testdata/tiny/tokenizer.model --device cpu --voice-prompt-dir testdata/tiny/voices --voice-prompt TINYF0.pt"
+# shellcheck disable=SC2086
+if wine "$tmp/pp-offline.exe" $bargs >"$tmp/batch1.log" 2>&1 &&
+	cmp -s "$tmp/bj/out/a.json" "$want" && cmp -s "$tmp/bj/out/b.json" "$want" &&
+	cmp -s "$tmp/bj/out/a.wav" "$tmp/linux.wav" && cmp -s "$tmp/bj/out/b.wav" "$tmp/linux.wav"; then
+	echo "ok   batch, 2 items at --batch-size 2: transcripts = $want, WAVs = the Linux build's"
+else
+	echo "FAIL batch, 2 items"; tail -5 "$tmp/batch1.log"; ls "$tmp/bj/out" 2>&1; fail=1; failed="$failed batch"
+fi
+# shellcheck disable=SC2086
+if wine "$tmp/pp-offline.exe" $bargs >"$tmp/batch2.log" 2>&1 && grep -q "0 ok, 2 skipped, 0 failed" "$tmp/batch2.log"; then
+	echo "ok   batch, rerun: both items skipped (complete, same fingerprints)"
+else
+	echo "FAIL batch, rerun"; tail -5 "$tmp/batch2.log"; fail=1; failed="$failed batch(rerun)"
+fi
+
 # Ctrl-C: wine turns a ^C typed on its terminal into the console's
 # CTRL_C_EVENT, which Go delivers as os.Interrupt. A job on a 2-minute
 # input runs under a pseudo-terminal (script); once its progress bar is
