@@ -8,9 +8,8 @@ import (
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
-// Assembly kernels (matvec_arm64.s, quant_arm64.s). Pointers are to the
-// first element; the Go wrappers below check every bound before calling
-// them.
+// Assembly kernels (matvec_arm64.s). Pointers are to the first element;
+// the Go wrappers below check every bound before calling them.
 
 //go:noescape
 func mvBF16NEON(w *uint16, stride, rows int, x *float32, nl int, dst *float32)

@@ -11,9 +11,9 @@
 // the tail.
 //
 // The Go assembler has no mnemonics for some ASIMD instructions used here
-// (vector FADD/FMUL, FADDP, FCVTL, EXT by register number); they are
-// written as WORD encodings by the macros below, whose arguments are
-// register numbers: OP(m, n, d) computes Vd = Vn op Vm.
+// (vector FADD, FADDP, FCVTL and EXT); they are written as WORD encodings
+// by the macros below, whose arguments are register numbers: OP(m, n, d)
+// computes Vd = Vn op Vm.
 //
 // All macros are defined before any TEXT so that go vet's frame check reads
 // each TEXT block on its own.
