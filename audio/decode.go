@@ -53,12 +53,15 @@ package audio
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/pp-offline/pp-offline/audio/internal/mp3"
 )
 
 // DefaultMaxSamples is the decoded-size limit used when Limits.MaxSamples is
@@ -202,6 +205,9 @@ func sniff(b []byte) kind {
 			return kindMP3
 		}
 		return kindMPEGOther
+	}
+	if _, err := mp3.ParseHeader(b); errors.Is(err, mp3.ErrFreeFormat) {
+		return kindMP3 // the decoder says it is free format, in one line
 	}
 	return kindUnknown
 }
