@@ -1,4 +1,10 @@
-// Code generated from the tables of ISO/IEC 11172-3 Annex B; DO NOT EDIT.
+// The data tables of ISO/IEC 11172-3 Annex B: the Huffman codewords of
+// B.7 (hlen, hcod) and the synthesis window of B.3. They are the standard's
+// values, transcribed once by a throwaway script from the data tables of a
+// public decoder (github.com/hajimehoshi/go-mp3, Apache-2.0; none of its
+// code is here) into this layout; there is no generator to rerun. The
+// tests check them: every table prefix-free and complete, codewords from
+// B.7 decoded, the window against its definition.
 
 package mp3
 
