@@ -30,24 +30,6 @@ func mvF16AVX2(w *uint16, stride, rows int, x *float32, nl int, dst *float32)
 func mvF32AVX2(w *float32, stride, rows int, x *float32, nl int, dst *float32)
 
 //go:noescape
-func mmBF16AVX512(w *uint16, stride int, xs *[4]*float32, nl int, out *[16]float32, pf int)
-
-//go:noescape
-func mmF16AVX512(w *uint16, stride int, xs *[4]*float32, nl int, out *[16]float32, pf int)
-
-//go:noescape
-func mmF32AVX512(w *float32, stride int, xs *[4]*float32, nl int, out *[16]float32, pf int)
-
-//go:noescape
-func mmBF16AVX2(w *uint16, stride int, xs *[4]*float32, nl int, out *[16]float32, pf int)
-
-//go:noescape
-func mmF16AVX2(w *uint16, stride int, xs *[4]*float32, nl int, out *[16]float32, pf int)
-
-//go:noescape
-func mmF32AVX2(w *float32, stride int, xs *[4]*float32, nl int, out *[16]float32, pf int)
-
-//go:noescape
 func dotAVX512(a, b *float32, nl int) float32
 
 //go:noescape
@@ -116,54 +98,11 @@ func archMV(id kernelID, m Mat, r0, r1, nl int, x, dst []float32) bool {
 	return true
 }
 
-// archMM runs the assembly register tile of variant id (3 rows × 4 inputs
-// for AVX-512, 1×3 for AVX2) on rows [r, r+tileR) and inputs xs[:tileT].
+// archMM has no kernels here: MatMul runs the column-blocked tiles of
+// mmtile_amd64.go on every dtype they cover, and the portable tile
+// otherwise.
 func archMM(id kernelID, m Mat, r, nl int, xs [][]float32, out *[16]float32, pf bool) bool {
-	R, T := 1, 3
-	if id == kAVX512 {
-		R, T = 3, 4
-	}
-	if id == kAVX2 && m.DType == weights.F16 && !hasF16C {
-		return false
-	}
-	var p [4]*float32
-	for t := range T {
-		if len(xs[t]) < nl {
-			panic("ops: kernel bounds")
-		}
-		p[t] = &xs[t][0]
-	}
-	c := m.Cols
-	pfi := 0
-	if pf {
-		pfi = 1
-	}
-	switch m.DType {
-	case weights.BF16, weights.F16:
-		w := m.u16[r*c:]
-		checkMV(len(w), c, R, nl, nl, R)
-		switch {
-		case id == kAVX512 && m.DType == weights.BF16:
-			mmBF16AVX512(&w[0], c, &p, nl, out, pfi)
-		case id == kAVX512:
-			mmF16AVX512(&w[0], c, &p, nl, out, pfi)
-		case m.DType == weights.BF16:
-			mmBF16AVX2(&w[0], c, &p, nl, out, pfi)
-		default:
-			mmF16AVX2(&w[0], c, &p, nl, out, pfi)
-		}
-	case weights.F32:
-		w := m.f32[r*c:]
-		checkMV(len(w), c, R, nl, nl, R)
-		if id == kAVX512 {
-			mmF32AVX512(&w[0], c, &p, nl, out, pfi)
-		} else {
-			mmF32AVX2(&w[0], c, &p, nl, out, pfi)
-		}
-	default:
-		return false
-	}
-	return true
+	return false
 }
 
 func archDot(id kernelID, a, b []float32, nl int) (float32, bool) {
