@@ -50,7 +50,7 @@ func newApp() *ucli.App {
 // commit is taken from Go's build info).
 func Main(args []string, version, commit string) int {
 	buildVersion, buildCommit = version, commit
-	// PP_OFFLINE_KERNEL forces a matrix-kernel variant (avx512, avx2, portable)
+	// PP_OFFLINE_KERNEL forces a matrix-kernel variant (avx512, avx2, neon, portable)
 	// on the CPU backend of every command that computes (deviceFlags): every
 	// variant computes the same bits, this is for tests and debugging.
 	if k := os.Getenv("PP_OFFLINE_KERNEL"); k != "" && !slices.Contains(ops.KernelNames(), k) {

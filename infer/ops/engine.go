@@ -102,7 +102,7 @@ func (e *Engine) Parallel(n int, f func(i int)) { e.pool.parallel(n, f) }
 func (e *Engine) Threads() int { return int(e.pool.nthreads.Load()) }
 
 // KernelName names the engine's matrix kernel variant ("avx512", "avx2",
-// "portable").
+// "neon", "portable").
 func (e *Engine) KernelName() string { return e.k.Load().name }
 
 // ComputeDType reports the engine's compute dtype: "f32" or "bf16".
