@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,7 +356,7 @@ func newTemp(p string) (*temp, error) {
 // isTempName reports whether name is a temporary file's name of output
 // base: "base.<pid>.<16 hex>.tmp".
 func isTempName(base, name string) bool {
-	rest, ok := strings.CutPrefix(name, base+".")
+	rest, ok := cutNamePrefix(name, base+".")
 	if !ok {
 		return false
 	}
@@ -374,6 +375,23 @@ func isTempName(base, name string) bool {
 	}
 	_, err := hex.DecodeString(rnd)
 	return err == nil
+}
+
+// namesFold: the usual file systems of Windows (NTFS) and macOS (APFS,
+// HFS+) match names without regard to case, so there "A.WAV" and "a.wav"
+// are one output and a run locking one must see the other's lock. (On a
+// case-sensitive volume of those systems this is merely cautious.)
+const namesFold = runtime.GOOS == "windows" || runtime.GOOS == "darwin"
+
+// cutNamePrefix is strings.CutPrefix as the file system compares names.
+func cutNamePrefix(name, prefix string) (string, bool) {
+	if len(name) < len(prefix) {
+		return name, false
+	}
+	if head := name[:len(prefix)]; head == prefix || namesFold && strings.EqualFold(head, prefix) {
+		return name[len(prefix):], true
+	}
+	return name, false
 }
 
 // errHeld: a temporary file's lock is held by a living process.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -219,5 +220,20 @@ func TestOpenInputFIFO(t *testing.T) {
 	f.Close()
 	if !IsInput(reg) {
 		t.Fatal("an opened input is not registered")
+	}
+}
+
+// A temporary's name is matched to its output as the file system matches
+// names: regardless of case on Windows and macOS, exactly elsewhere.
+func TestTempNameCase(t *testing.T) {
+	const tmp = "A.WAV.123.0123456789abcdef.tmp"
+	if !isTempName("A.WAV", tmp) {
+		t.Fatal("own name not matched")
+	}
+	if got := isTempName("a.wav", tmp); got != namesFold {
+		t.Fatalf("isTempName(a.wav, %s) = %v on %s", tmp, got, runtime.GOOS)
+	}
+	if isTempName("a.wa", tmp) || isTempName("a.wav", "b.wav.123.0123456789abcdef.tmp") {
+		t.Fatal("another output's temporary matched")
 	}
 }
