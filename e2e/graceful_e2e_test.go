@@ -64,10 +64,16 @@ func TestBatchGracefulStop(t *testing.T) {
 // A second signal stops at once (130 / 143, one line), whatever is in
 // flight; the rerun still finishes the job exactly.
 func TestBatchSecondSignalStopsAtOnce(t *testing.T) {
+	// Items of 60 s (a few seconds each here): the first signal must come
+	// once the second pair is in flight (half a second after the first
+	// pair's outputs: a signal while the first pair is being written
+	// finds nothing in flight, and the job stops at once anyway), and the
+	// second signal while that pair still runs.
 	const n = 6
-	manifest, out, want := longJob(t, n, 20)
+	manifest, out, want := longJob(t, n, 60)
 	args := batchArgs("--manifest", manifest, "--output-dir", out, "--batch-size", "2", "--grace", "10m")
 	cmd, e := startUntil(t, args, out, 2)
+	time.Sleep(500 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGINT)
 	time.Sleep(200 * time.Millisecond) // two signals, not one coalesced
 	cmd.Process.Signal(syscall.SIGINT)
