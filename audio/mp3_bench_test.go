@@ -1,8 +1,6 @@
 package audio
 
 import (
-	"encoding/binary"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,22 +14,7 @@ func benchMP3(b *testing.B) []byte {
 	if _, err := exec.LookPath("lame"); err != nil {
 		b.Skip("lame not installed")
 	}
-	const rate, secs = 44100, 30
-	pcm := make([]byte, 0, rate*secs*4)
-	seed := uint32(1)
-	for i := range rate * secs {
-		tt := float64(i) / rate
-		for c := range 2 {
-			seed = seed*1664525 + 1013904223
-			v := 0.3*math.Sin(2*math.Pi*float64(220+110*c)*tt) + 0.2*math.Sin(2*math.Pi*float64(1700+300*c)*tt*(1+0.1*math.Sin(tt))) + 0.02*(float64(seed>>8)/(1<<24)-0.5)
-			pcm = binary.LittleEndian.AppendUint16(pcm, uint16(int16(math.Round(v*32767))))
-		}
-	}
-	dir := b.TempDir()
-	raw := filepath.Join(dir, "bench.raw")
-	if err := os.WriteFile(raw, pcm, 0o644); err != nil {
-		b.Fatal(err)
-	}
+	dir, raw := benchRaw(b, 44100, 30)
 	f := filepath.Join(dir, "bench.mp3")
 	if out, err := exec.Command("lame", "--silent", "-r", "-s", "44.1", "--bitwidth", "16", "--little-endian", "-m", "j", "-b", "128", raw, f).CombinedOutput(); err != nil {
 		b.Fatalf("%v: %s", err, out)
