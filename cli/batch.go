@@ -59,9 +59,14 @@ func batchFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "report", Usage: "write a JSON summary (per item: status, reason, frames, seconds, seed) here, also when interrupted"},
 		&ucli.StringFlag{Name: "shard", Usage: "run items whose index ≡ i (mod n), as i/n (default: from a Slurm array or a Kubernetes Indexed Job, else all)"},
 		&ucli.DurationFlag{Name: "grace", Value: batchjob.DefaultGrace, Usage: "on a first SIGINT/SIGTERM, no new items start and the conversations in flight finish if the measured speed says they can within this time (default fits Slurm's --signal=B:TERM@120; 0: stop at once); a second signal stops at once"},
+		&ucli.IntFlag{Name: "prompt-cache", Value: job.DefaultPromptCache, Usage: "post-prompt states the job keeps for items with the same voice and text prompt (their prompt phases run once; outputs identical; 0: none)"},
 		&ucli.IntFlag{Name: "shard-count", Usage: "the number of shards: of a Slurm array (the task id is the shard, so reruns of some tasks run their shards) or a Kubernetes Indexed Job (with JOB_COMPLETION_INDEX; default $" + batchjob.ShardEnv + ")"},
 	)
 }
+
+// maxPromptCache bounds --prompt-cache (the states are also bounded in
+// bytes by the job).
+const maxPromptCache = 64
 
 // batchUsage is a bad command line or manifest: exit 2, before any model loads.
 type batchUsage struct{ err error }
@@ -124,6 +129,8 @@ func runBatch(c *ucli.Context) error {
 		return batchUsage{fmt.Errorf("--grace must be from 0 to %s, not %s", batchjob.MaxGrace, c.Duration("grace"))}
 	case c.Int("shard-count") < 0 || c.Int("shard-count") > batchjob.MaxItems:
 		return batchUsage{fmt.Errorf("--shard-count must be from 1 to %d, not %d", batchjob.MaxItems, c.Int("shard-count"))}
+	case c.Int("prompt-cache") < 0 || c.Int("prompt-cache") > maxPromptCache:
+		return batchUsage{fmt.Errorf("--prompt-cache must be from 0 to %d, not %d", maxPromptCache, c.Int("prompt-cache"))}
 	}
 	// The per-item defaults follow the main command's rules (a manifest's
 	// fields the same: batchjob.ReadManifest).
@@ -342,6 +349,9 @@ func (b *batchRun) run() error {
 	}
 	if dir := c.String("voice-prompt-dir"); dir != "" {
 		voiceDir = dir
+	}
+	if opts.PromptCache = c.Int("prompt-cache"); opts.PromptCache == 0 {
+		opts.PromptCache = -1 // none: job.Options' 0 is the default
 	}
 	// The model files may come from the hub's cache: known only now.
 	fileio.AddInputs(opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config"))

@@ -205,6 +205,8 @@ func guardCases(t *testing.T, src, fifo, dirInput string) []badCase {
 		{name: "batch batch-size 2^60", args: batch(nil, "--batch-size", "1152921504606846976"), code: 2, want: "--batch-size must be from 1 to"},
 		{name: "batch batch-size 0", args: batch(nil, "--batch-size", "0"), code: 2, want: "--batch-size"},
 		{name: "batch batch-size negative", args: batch(nil, "--batch-size", "-3"), code: 2, want: "--batch-size"},
+		{name: "batch prompt-cache negative", args: batch(nil, "--prompt-cache", "-1"), code: 2, want: "--prompt-cache must be from 0 to 64, not -1"},
+		{name: "batch prompt-cache 2^62", args: batch(nil, "--prompt-cache", "4611686018427387904"), code: 2, want: "--prompt-cache must be from 0 to 64"},
 		{name: "batch topk-audio 0", args: batch(nil, "--topk-audio", "0"), code: 2, want: "--topk-audio"},
 		{name: "batch temp-text negative", args: batch(nil, "--temp-text", "-1"), code: 2, want: "--temp-text"},
 		{name: "batch seed -2", args: batch(nil, "--seed", "-2"), code: 2, want: "--seed"},

@@ -48,10 +48,17 @@ func TestSharedPromptBatchMatchesSingleRuns(t *testing.T) {
 	if _, stderr, code := run(t, tinyArgs(t.TempDir(), "--greedy")...); code != 0 || strings.Contains(stderr, "prompt cache:") {
 		t.Fatalf("a single run: exit %d, used the prompt cache:\n%s", code, stderr)
 	}
-	for _, B := range []string{"1", "3", "8"} {
-		t.Run("B="+B, func(t *testing.T) {
+	for _, c := range []struct{ B, cache string }{{"1", ""}, {"3", ""}, {"8", ""}, {"3", "0"}, {"3", "1"}} {
+		B := c.B
+		name := "B=" + B
+		args := batchArgs("--manifest", manifest, "--batch-size", B)
+		if c.cache != "" {
+			name += ",--prompt-cache=" + c.cache
+			args = append(args, "--prompt-cache", c.cache)
+		}
+		t.Run(name, func(t *testing.T) {
 			out := t.TempDir()
-			_, stderr, code := run(t, batchArgs("--manifest", manifest, "--output-dir", out, "--batch-size", B)...)
+			_, stderr, code := run(t, append(args, "--output-dir", out)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -62,10 +69,23 @@ func TestSharedPromptBatchMatchesSingleRuns(t *testing.T) {
 					t.Errorf("%s: batch output differs from the single run (wav %d vs %d bytes)", it.name, len(w), len(want[it.name][0]))
 				}
 			}
+			if c.cache == "0" {
+				if strings.Contains(stderr, "prompt cache:") {
+					t.Fatalf("--prompt-cache 0 used a cache:\n%s", stderr)
+				}
+				return
+			}
 			if n := strings.Count(stderr, "prompt cache: "); n != 1 {
 				t.Fatalf("the prompt cache line %d times:\n%s", n, stderr)
 			}
 			m := promptCacheLine.FindStringSubmatch(stderr)
+			if c.cache == "1" {
+				// One entry: only a run of equal prompts shares.
+				if m == nil || m[1] != "1" {
+					t.Fatalf("prompt cache line %q, want 1 entry:\n%s", m, stderr)
+				}
+				return
+			}
 			// P, W and T run their prompt phases once each; the other 5 share.
 			if m == nil || m[1] != "3" || m[2] != "5" || m[3] != "3" {
 				t.Fatalf("prompt cache line %q, want 3 entries, 5 restored, 3 run:\n%s", m, stderr)
