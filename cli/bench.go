@@ -110,7 +110,7 @@ func runBench(c *ucli.Context) error {
 	fmt.Fprintf(w, "  KV cache         %9d positions attended\n", r.KVPositions)
 	fmt.Fprintf(w, "  LM step          %9.2f ms/frame  (temporal %.2f, text head + %d depformer steps %.2f)\n", r.LMMsPerFrame, r.TemporalMsPerFrame, r.DepformerSteps, r.DepformerMsPerFrame)
 	fmt.Fprintf(w, "  Mimi encode      %9.2f ms/frame\n", r.CodecEncodeMsPerFrame)
-	fmt.Fprintf(w, "  Mimi decode      %9.2f ms/frame\n", r.CodecDecodeMsPerFrame)
+	fmt.Fprintf(w, "  Mimi decode      %9.2f ms/frame  (codec %.2f ms per step)\n", r.CodecDecodeMsPerFrame, r.CodecMsPerStep)
 	fmt.Fprintf(w, "  total            %9.2f ms/frame  (real-time factor %.2f at 80 ms/frame)\n", r.TotalMsPerFrame, r.RealTimeFactor)
 	fmt.Fprintf(w, "  weights read     %9.3f GB/frame\n", float64(r.WeightBytesPerFrame)/1e9)
 	fmt.Fprintf(w, "  KV cache read    %9.3f GB/frame (float32)\n", float64(r.KVBytesPerFrame)/1e9)

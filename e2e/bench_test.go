@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -18,11 +19,14 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
 		t.Fatalf("last line is not JSON: %v\n%s", err, out)
 	}
-	for _, k := range []string{"lm_ms_per_frame", "codec_encode_ms_per_frame", "codec_decode_ms_per_frame", "weight_bytes_per_frame", "achieved_gbps", "memory_gbps", "threads"} {
+	for _, k := range []string{"lm_ms_per_frame", "codec_ms_per_step", "codec_encode_ms_per_frame", "codec_decode_ms_per_frame", "weight_bytes_per_frame", "achieved_gbps", "memory_gbps", "threads"} {
 		v, ok := m[k].(float64)
 		if !ok || v <= 0 {
 			t.Errorf("%s = %v", k, m[k])
 		}
+	}
+	if c, e, d := m["codec_ms_per_step"].(float64), m["codec_encode_ms_per_frame"].(float64), m["codec_decode_ms_per_frame"].(float64); math.Abs(c-(e+d)) > 1e-9*c {
+		t.Errorf("codec_ms_per_step %v is not encode %v + decode %v", c, e, d)
 	}
 	if m["threads"].(float64) != 1 || m["frames"].(float64) != 3 {
 		t.Errorf("threads %v frames %v", m["threads"], m["frames"])

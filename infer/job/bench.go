@@ -41,6 +41,7 @@ type BenchResult struct {
 	BatchSize             int     `json:"batch_size"`
 	LMMsPerStep           float64 `json:"lm_ms_per_step"`    // one lockstep LM step for all conversations
 	FrameMsPerStep        float64 `json:"frame_ms_per_step"` // LM + codec for all conversations
+	CodecMsPerStep        float64 `json:"codec_ms_per_step"` // Mimi encode + decode for all conversations
 	LMFramesPerSecond     float64 `json:"lm_frames_per_second"`
 	FramesPerSecond       float64 `json:"frames_per_second"` // aggregate: batch_size · 1000 / frame_ms_per_step
 	PeakRSSBytes          int64   `json:"peak_rss_bytes"`
@@ -208,6 +209,7 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	res.TotalMsPerFrame = res.LMMsPerFrame + res.CodecEncodeMsPerFrame + res.CodecDecodeMsPerFrame
 	res.RealTimeFactor = res.TotalMsPerFrame / (1000 / cfg.Mimi.FrameRate)
 	res.LMMsPerStep, res.FrameMsPerStep = res.LMMsPerFrame, res.TotalMsPerFrame
+	res.CodecMsPerStep = res.CodecEncodeMsPerFrame + res.CodecDecodeMsPerFrame
 	res.LMFramesPerSecond = float64(B) * 1000 / res.LMMsPerStep
 	res.FramesPerSecond = float64(B) * 1000 / res.FrameMsPerStep
 	res.PeakRSSBytes = peakRSS()
