@@ -1,4 +1,4 @@
-//go:build !nocuda && !windows
+//go:build !nocuda && !windows && !darwin
 
 package cu
 
