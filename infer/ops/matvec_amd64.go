@@ -50,14 +50,6 @@ func addArchKernels() {
 	}
 }
 
-// checkMV panics unless a kernel's reads and writes stay in bounds: rows
-// rows of stride elements (nl read from each), x and dst.
-func checkMV(lw, stride, rows, lx, nl, ld int) {
-	if rows <= 0 || nl <= 0 || nl%lanes != 0 || nl > stride || lw < (rows-1)*stride+nl || lx < nl || ld < rows {
-		panic("ops: kernel bounds")
-	}
-}
-
 // archMV runs the assembly mv kernel of variant id; false if it has none
 // for this dtype.
 func archMV(id kernelID, m Mat, r0, r1, nl int, x, dst []float32) bool {

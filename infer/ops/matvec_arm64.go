@@ -35,10 +35,6 @@ func dotNEON(a, b *float32, nl int) float32
 // fmaSS is the hardware float32 FMA (for testing fma32).
 func fmaSS(a, b, c float32) float32
 
-// kNEON is the arm64 ASIMD variant (after the amd64 ids, so that no two
-// variants share an id whichever files a build has).
-const kNEON = kAVX512 + 1
-
 // addArchKernels registers "neon": ASIMD with the half-precision
 // conversions is part of every ARMv8-A core, so this is the best variant on
 // arm64 (register tile 1 row × 3 inputs: 24 accumulator registers of 32).
@@ -47,14 +43,6 @@ func addArchKernels() {
 		return
 	}
 	allKernels = append(allKernels, &kernelSet{name: "neon", id: kNEON, tileR: 1, tileT: 3})
-}
-
-// checkMV panics unless a kernel's reads and writes stay in bounds: rows
-// rows of stride elements (nl read from each), x and dst.
-func checkMV(lw, stride, rows, lx, nl, ld int) {
-	if rows <= 0 || nl <= 0 || nl%lanes != 0 || nl > stride || lw < (rows-1)*stride+nl || lx < nl || ld < rows {
-		panic("ops: kernel bounds")
-	}
 }
 
 // archMV runs the assembly mv kernel of variant id; false if it has none

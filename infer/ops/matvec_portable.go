@@ -56,7 +56,16 @@ const (
 	kPortable kernelID = iota
 	kAVX2
 	kAVX512
+	kNEON // arm64 ASIMD
 )
+
+// checkMV panics unless a kernel's reads and writes stay in bounds: rows
+// rows of stride elements (nl read from each), x and dst.
+func checkMV(lw, stride, rows, lx, nl, ld int) {
+	if rows <= 0 || nl <= 0 || nl%lanes != 0 || nl > stride || lw < (rows-1)*stride+nl || lx < nl || ld < rows {
+		panic("ops: kernel bounds")
+	}
+}
 
 var portableKernels = &kernelSet{name: "portable", id: kPortable, tileR: 3, tileT: 4}
 

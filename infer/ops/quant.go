@@ -135,3 +135,19 @@ func (m Mat) dequantRows(k *kernelSet, r0, r1 int, w []float32) {
 		}
 	}
 }
+
+// qBlockBytes is the bytes a kernel reads for the first nl (a multiple of
+// 32) elements of a row: whole blocks (Q4_K: whole super-blocks' headers
+// and the 32-byte chunks of the sub-blocks read).
+func qBlockBytes(dt weights.DType, nl int) int {
+	if dt == weights.Q8_0 {
+		return nl / 32 * 34
+	}
+	s := nl / 32 // sub-blocks
+	full, rest := s/8, s%8
+	n := full * 144
+	if rest > 0 {
+		n += 16 + (rest+1)/2*32
+	}
+	return n
+}

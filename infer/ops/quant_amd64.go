@@ -32,22 +32,6 @@ func dqQ4_KAVX512(w *byte, nl int, dst *float32)
 //go:noescape
 func dqQ4_KAVX2(w *byte, nl int, dst *float32)
 
-// qBlockBytes is the bytes a kernel reads for the first nl (a multiple of
-// 32) elements of a row: whole blocks (Q4_K: whole super-blocks' headers
-// and the 32-byte chunks of the sub-blocks read).
-func qBlockBytes(dt weights.DType, nl int) int {
-	if dt == weights.Q8_0 {
-		return nl / 32 * 34
-	}
-	s := nl / 32 // sub-blocks
-	full, rest := s/8, s%8
-	n := full * 144
-	if rest > 0 {
-		n += 16 + (rest+1)/2*32
-	}
-	return n
-}
-
 // archMVQ runs the assembly mv kernel of variant id over a quantized m.
 func archMVQ(id kernelID, m Mat, r0, r1, nl int, x, dst []float32) bool {
 	rows := r1 - r0
