@@ -29,6 +29,7 @@ type CPU struct {
 	w1, w2 []float32   // widened vectors for one op (reused)
 	row    []float32   // one embedding row
 	att    attnJob
+	gelu   geluJob
 }
 
 // New makes a CPU backend with its own engine.
@@ -37,19 +38,23 @@ func New(o Options) (*CPU, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newCPU(e), nil
+}
+
+// newCPU is a backend on e, its parallel jobs' functions made once (so that
+// running them allocates nothing).
+func newCPU(e *ops.Engine) *CPU {
 	c := &CPU{e: e}
 	c.att.c = c
 	c.att.headFn = c.att.run
-	return c, nil
+	c.gelu.fn = c.gelu.run
+	return c
 }
 
 // Default is a CPU backend on the package-default engine of infer/ops (all
 // cores, the best kernel variant, f32), for tests and tools.
 func Default() *CPU {
-	c := &CPU{e: ops.Default()}
-	c.att.c = c
-	c.att.headFn = c.att.run
-	return c
+	return newCPU(ops.Default())
 }
 
 // Engine is the backend's compute engine (kernel variant, dtype, pool).
@@ -236,14 +241,12 @@ func (c *CPU) Activate(x backend.Acts, act backend.Activation) {
 			}
 			return
 		}
-		per := (n + chunk - 1) / chunk // pieces of a row
-		size := (n + per - 1) / per
-		c.e.Parallel(x.Rows*per, func(k int) {
-			lo := (k % per) * size
-			if lo < n {
-				ops.GELU(rowOf(d, x, k/per)[lo:min(lo+size, n)])
-			}
-		})
+		j := &c.gelu
+		j.d, j.x = d, x
+		j.per = (n + chunk - 1) / chunk // pieces of a row
+		j.size = (n + j.per - 1) / j.per
+		c.e.Parallel(x.Rows*j.per, j.fn)
+		j.d = nil
 		return
 	}
 	f := activation(act)
@@ -403,6 +406,21 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 	}
 	if r0 != qkv.Rows {
 		panic(fmt.Sprintf("cpu: Attend: sequences cover %d of %d rows", r0, qkv.Rows))
+	}
+}
+
+// geluJob is one Activate(GELU) over many rows, split into pieces of rows.
+type geluJob struct {
+	d         []float32
+	x         backend.Acts
+	per, size int // pieces per row, elements per piece
+	fn        func(k int)
+}
+
+func (j *geluJob) run(k int) {
+	n := j.x.Cols
+	if lo := (k % j.per) * j.size; lo < n {
+		ops.GELU(rowOf(j.d, j.x, k/j.per)[lo:min(lo+j.size, n)])
 	}
 }
 
