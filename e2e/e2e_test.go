@@ -81,11 +81,16 @@ func setFlag(args []string, flag, value string) []string {
 
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
+	return runCmd(t, exec.Command(binPath, args...))
+}
+
+// runCmd runs cmd to its end and returns what it wrote and its exit
+// status; a command that cannot start fails the test.
+func runCmd(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
-	code = 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {

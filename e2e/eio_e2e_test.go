@@ -27,16 +27,8 @@ func straceRun(t *testing.T, tamper []string, args ...string) (stderr string, co
 	}
 	full := append([]string{"-f", "-qq", "-o", "/dev/null"}, tamper...)
 	full = append(full, "--", binPath)
-	cmd := exec.Command(st, append(full, args...)...)
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	err = cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return e.String(), code
+	_, stderr, code = runCmd(t, exec.Command(st, append(full, args...)...))
+	return stderr, code
 }
 
 // lastLine is the last line of stderr; it fails on a Go trace.

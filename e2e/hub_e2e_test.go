@@ -58,15 +58,7 @@ func runWithEnv(t *testing.T, env []string, args ...string) (stdout, stderr stri
 	t.Helper()
 	cmd := exec.Command(binPath, args...)
 	cmd.Env = env
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return o.String(), e.String(), ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return o.String(), e.String(), 0
+	return runCmd(t, cmd)
 }
 
 // The users' command, with no model flags.
