@@ -203,6 +203,10 @@ type JobShape struct {
 	MoshiWeight string // "" for random weights (bench, tune)
 	MimiWeight  string
 	Quantize    string // --weights: the LM's block format at load
+	// PromptStates is the memory the job's prompt cache may hold: its
+	// snapshots' KV rings, which live in the backend's memory (on a GPU,
+	// device memory beside the conversations' own rings).
+	PromptStates int64
 }
 
 // OpenDevice opens the device o names (resolved first if it is not): the
@@ -362,7 +366,10 @@ func openCUDA(o DeviceOptions, job JobShape, c *cpu.CPU) (*cuda.CUDA, *offload.P
 		}
 		gpuOffload := o.Offload
 		gpuOffload.Workspace = -1
-		if plan, err = planUnits(units, max(1, job.BatchSize), budget, gpuOffload, true); err != nil {
+		if job.PromptStates >= budget {
+			return nil, nil, fmt.Errorf("offload: the prompt cache's states (%s) leave no room on the device (%s): use a smaller --prompt-cache, or 0", offload.FormatSize(job.PromptStates), offload.FormatSize(budget))
+		}
+		if plan, err = planUnits(units, max(1, job.BatchSize), budget-job.PromptStates, gpuOffload, true); err != nil {
 			return nil, nil, err
 		}
 		// Units come bound to their memory from the plan's runtime
@@ -448,22 +455,29 @@ func planUnits(units *offload.LM, batch int, budget int64, o OffloadOptions, kvO
 
 // Fits is the size check of a fully resident job: the LM's weights (the
 // checkpoint's size), its KV cache for every conversation of the batch
-// (float32 keys and values over the context) and a workspace, against
-// the device budget.
+// (float32 keys and values over the context), the prompt cache's states
+// and a workspace, against the device budget.
 type Fits struct {
-	Weights, KV, Workspace, Budget int64
+	Weights, KV, PromptStates, Workspace, Budget int64
 }
 
 // Need is the device memory the job needs.
-func (f Fits) Need() int64 { return f.Weights + f.KV + f.Workspace }
+func (f Fits) Need() int64 { return f.Weights + f.KV + f.PromptStates + f.Workspace }
 
 // Error is the message of a job that does not fit ("" when it fits).
 func (f Fits) Error() string {
 	if f.Need() <= f.Budget {
 		return ""
 	}
-	return fmt.Sprintf("the model needs %s of device memory (weights %s, KV cache %s, workspace %s) but %s is available: run with --cpu-offload to split it between the GPU and host memory (see pp-offline plan)",
-		offload.FormatSize(f.Need()), offload.FormatSize(f.Weights), offload.FormatSize(f.KV), offload.FormatSize(f.Workspace), offload.FormatSize(f.Budget))
+	cache, fix := "", ""
+	if f.PromptStates > 0 {
+		cache = ", prompt cache " + offload.FormatSize(f.PromptStates)
+		if f.Need()-f.PromptStates <= f.Budget {
+			fix = " or a smaller --prompt-cache (0: none)"
+		}
+	}
+	return fmt.Sprintf("the model needs %s of device memory (weights %s, KV cache %s%s, workspace %s) but %s is available: run with --cpu-offload to split it between the GPU and host memory (see pp-offline plan)%s",
+		offload.FormatSize(f.Need()), offload.FormatSize(f.Weights), offload.FormatSize(f.KV), cache, offload.FormatSize(f.Workspace), offload.FormatSize(f.Budget), fix)
 }
 
 // FitsFor computes the size check for a checkpoint of weightBytes.
@@ -488,7 +502,9 @@ func checkFits(o JobShape, cfg *config.Config, g *cuda.CUDA) error {
 	_, saved := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight))
 	n -= saved
 	_, _, limit := g.Memory()
-	if msg := FitsFor(cfg, n, o.BatchSize, limit).Error(); msg != "" {
+	f := FitsFor(cfg, n, o.BatchSize, limit)
+	f.PromptStates = o.PromptStates
+	if msg := f.Error(); msg != "" {
 		return fmt.Errorf("--device cuda: %s", msg)
 	}
 	return nil

@@ -136,3 +136,66 @@ func TestCUDAJobPathsDry(t *testing.T) {
 		t.Fatalf("bench on the dry device: plan %q, limit %d, peak %d, device %q", r.PlanSummary, r.DeviceLimit, r.DevicePeakBytes, r.Device)
 	}
 }
+
+// The prompt cache's states live in device memory on a GPU: the size check
+// counts them. A device with room for the job but not for its cache
+// refuses a batch that would keep states, naming --prompt-cache, and runs
+// it with the cache off; a job of one item keeps no state and runs.
+func TestCUDAPromptCacheFitsDry(t *testing.T) {
+	cfg, err := config.Load("../../testdata/tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := "../../testdata/tiny/"
+	o := Options{Config: cfg, Device: DeviceOptions{Name: "cuda"}, MoshiWeight: tiny + "model.safetensors", MimiWeight: tiny + "mimi.safetensors",
+		Tokenizer: tiny + "tokenizer.model", Greedy: true, BatchSize: 2}
+	items := func(n int) []*Item {
+		var its []*Item
+		for range n {
+			its = append(its, &Item{InputWAV: tiny + "input.wav", VoicePrompt: tiny + "voices/TINYF0.pt", Greedy: true})
+		}
+		return its
+	}
+	run := func(o Options, n int) (int, error) {
+		done := 0
+		err := RunItems(context.Background(), o, Items(items(n)...), func(r ItemResult) {
+			if r.Err != nil {
+				t.Errorf("item: %v", r.Err)
+			}
+			done++
+		})
+		return done, err
+	}
+	f := FitsFor(cfg, fileSize(o.MoshiWeight)+fileSize(o.MimiWeight), o.BatchSize, 0)
+	states := openPromptCache(o).estimate(cfg, 0)
+	if states <= 0 {
+		t.Fatalf("prompt cache estimate %d", states)
+	}
+	withDryGPU(t, f.Need()+states/2)
+	_, err = run(o, 3)
+	if err == nil || !strings.Contains(err.Error(), "prompt cache") || !strings.Contains(err.Error(), "--prompt-cache") {
+		t.Fatalf("a cache that does not fit beside the job: %v", err)
+	}
+	off := o
+	off.PromptCache = -1
+	if n, err := run(off, 3); err != nil || n != 3 {
+		t.Fatalf("--prompt-cache 0: %d items, %v", n, err)
+	}
+	if n, err := run(o, 1); err != nil || n != 1 {
+		t.Fatalf("one item (no state kept): %d items, %v", n, err)
+	}
+	withDryGPU(t, f.Need()+4*states)
+	if n, err := run(o, 3); err != nil || n != 3 {
+		t.Fatalf("a device with room for the cache: %d items, %v", n, err)
+	}
+	// --cpu-offload plans for the budget less the cache's states.
+	offl := o
+	offl.Device = DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: states / 2}}
+	if _, err := run(offl, 3); err == nil || !strings.Contains(err.Error(), "--prompt-cache") {
+		t.Fatalf("--cpu-offload with a budget under the cache's states: %v", err)
+	}
+	offl.Device.Offload.Memory = 64 << 20
+	if n, err := run(offl, 3); err != nil || n != 3 {
+		t.Fatalf("--cpu-offload: %d items, %v", n, err)
+	}
+}

@@ -324,12 +324,14 @@ func (j *itemsRun) open() error {
 	for _, r := range j.queue { // the first batch's decoded audio, held while it runs
 		est.Other += 4 * int64(len(r.in.user)+len(r.in.voiceAudio))
 	}
+	var promptStates int64 // the prompt cache's states (on a GPU, in its memory)
 	if j.prompts != nil && !(j.exhausted && len(j.queue) <= 1) {
 		p := 0
 		for _, r := range j.queue {
 			p = max(p, r.in.promptSteps(cfg, frame))
 		}
-		est.KV += j.prompts.estimate(cfg, p) // the prompt cache's states (on a GPU, in its memory)
+		promptStates = j.prompts.estimate(cfg, p)
+		est.KV += promptStates
 	}
 	blocks, _ := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM
 	est.Other += blocks
@@ -341,7 +343,7 @@ func (j *itemsRun) open() error {
 	if err := checkMemory(est, o.Log, "use a smaller --batch-size, quantized weights or --cpu-offload with a GPU"); err != nil {
 		return err
 	}
-	if j.d, err = OpenDevice(dev, JobShape{Config: cfg, BatchSize: j.B, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Quantize: o.Quantize}, o.Log); err != nil {
+	if j.d, err = OpenDevice(dev, JobShape{Config: cfg, BatchSize: j.B, MoshiWeight: o.MoshiWeight, MimiWeight: o.MimiWeight, Quantize: o.Quantize, PromptStates: promptStates}, o.Log); err != nil {
 		return err
 	}
 	if j.codec, j.model, err = loadModels(o, j.d); err != nil {
