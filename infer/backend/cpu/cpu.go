@@ -469,10 +469,13 @@ func (j *attnJob) run(hd int) {
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qh := j.q[hd*dh : (hd+1)*dh]
 	scores := j.scores[hd*r.Capacity : hd*r.Capacity+len(j.valid)]
+	// This head's keys and values: row slot at slot·dh.
+	kh := d.k[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
+	vh := d.v[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
+	e.DotRows(scores, qh, kh, dh, j.valid)
 	maxv := float32(math.Inf(-1))
-	for i, slot := range j.valid {
-		o := (hd*r.Capacity + int(slot)) * dh
-		v := e.Dot(qh, d.k[o:o+dh]) * scale
+	for i, v := range scores {
+		v *= scale
 		scores[i] = v
 		maxv = max(maxv, v)
 	}
@@ -485,10 +488,10 @@ func (j *attnJob) run(hd int) {
 	oh := j.out[hd*dh : (hd+1)*dh]
 	clear(oh)
 	inv := 1 / sum
-	for i, slot := range j.valid {
-		o := (hd*r.Capacity + int(slot)) * dh
-		e.Axpy(oh, scores[i]*inv, d.v[o:o+dh])
+	for i := range scores {
+		scores[i] *= inv // the weight each value row is added with
 	}
+	e.AxpyRows(oh, scores, vh, dh, j.valid)
 }
 
 var _ backend.Backend = (*CPU)(nil)
