@@ -402,6 +402,7 @@ func (j *itemsRun) start(r ready) (c *item, err error) {
 		return nil, err
 	}
 	n := (len(in.user) + frame - 1) / frame
+	gen.Reserve(n) // the KV rings at their final size: never grown (copied) mid-conversation
 	c = &item{it: it, in: in, n: n,
 		res: &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate},
 		pcm: make([]float32, 0, n*frame)}

@@ -190,6 +190,15 @@ func (g *Gen) Reset() {
 // Offset is LMGen's offset: the number of step calls since the reset.
 func (g *Gen) Offset() int { return g.offset }
 
+// Reserve sizes the temporal transformer's KV rings for steps more steps
+// after those run and queued (at most the context), so that a conversation
+// of known length does not grow (and copy) them while it runs. Outputs do
+// not depend on it. A later Restore takes the snapshot's ring sizes: reserve
+// after it.
+func (g *Gen) Reserve(steps int) {
+	g.m.Transformer.Reserve(g.e.be, g.ts, g.npending+steps)
+}
+
 // Err is the first error of the Weights the steps are computed from (nil
 // for the model's own weights). After an error the outputs are still right
 // (the host weights are used) but the run should stop.

@@ -70,6 +70,24 @@ func (t *Transformer) reserve(be backend.Backend, s *TransformerState, n int) {
 	}
 }
 
+// Reserve sizes every ring at once for n more positions (at most the
+// context), where reserve would grow them by doubling as they come: a
+// conversation whose length is known is then never grown, so its rings are
+// not copied while it runs (and hold n + 1 slots, not the next power of
+// two). It computes nothing: attention reads the same positions from a ring
+// of any capacity that has not wrapped, so outputs do not depend on it.
+func (t *Transformer) Reserve(be backend.Backend, s *TransformerState, n int) {
+	if t.Cfg.Context <= 0 || n <= 0 {
+		return
+	}
+	target := min(t.MaxCapacity(), s.Offset+n+1)
+	for _, r := range s.Rings {
+		if r.Capacity < target {
+			be.GrowRing(r, target)
+		}
+	}
+}
+
 // FillSynthetic makes the state look as if n positions had been processed:
 // every ring at its full capacity holds small deterministic keys and
 // values, and the offset is n. For benchmarks of attention at long

@@ -104,3 +104,47 @@ func TestForwardStepsEqualsSteps(t *testing.T) {
 		}
 	}
 }
+
+// Reserve sizes the rings once (n + 1 slots, at most the context) and
+// changes no output: positions stepped one at a time through a reserved
+// state and through one grown by doubling give the same bits, before and
+// after the ring reaches the context and wraps.
+func TestReserveChangesNoOutput(t *testing.T) {
+	tr0, f := mimiEncoderTransformer(t)
+	cfg := tr0.Cfg
+	cfg.Context = 100
+	tr, err := LoadTransformer(f, "encoder_transformer.transformer", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxC := tr.MaxCapacity()
+	if maxC <= initialCapacity {
+		t.Fatalf("context %d: max capacity %d, not above the initial %d", cfg.Context, maxC, initialCapacity)
+	}
+	for _, n := range []int{70, maxC + 30} {
+		grown, reserved := tr.NewState(testBE), tr.NewState(testBE)
+		tr.Reserve(testBE, reserved, n)
+		want := min(maxC, n+1)
+		sc := tr.NewScratch(testBE)
+		for i := 0; i < n; i++ {
+			a, b := make([]float32, 32), make([]float32, 32)
+			for c := range a {
+				a[c] = float32(math.Sin(float64(i*32+c) * 0.37))
+				b[c] = a[c]
+			}
+			fwd(tr, sc, tr, grown, [][]float32{a}, false)
+			fwd(tr, sc, tr, reserved, [][]float32{b}, false)
+			for c := range a {
+				if math.Float32bits(a[c]) != math.Float32bits(b[c]) {
+					t.Fatalf("n %d, position %d col %d: %g grown, %g reserved", n, i, c, a[c], b[c])
+				}
+			}
+			if got := reserved.Rings[0].Capacity; got != want {
+				t.Fatalf("n %d, position %d: reserved ring of %d slots, want %d from the start", n, i, got, want)
+			}
+		}
+		if g := grown.Rings[0].Capacity; n == 70 && g == want {
+			t.Fatalf("n %d: the grown ring has %d slots too (the test shows nothing)", n, g)
+		}
+	}
+}
