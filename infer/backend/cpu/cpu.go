@@ -29,7 +29,8 @@ type CPU struct {
 	w1, w2 []float32   // widened vectors for one op (reused)
 	row    []float32   // one embedding row
 	att    attnJob
-	gelu   geluJob
+	pieces pieceJob
+	ropeCS []float32 // one position's rotary cosines and sines
 }
 
 // New makes a CPU backend with its own engine.
@@ -47,7 +48,7 @@ func newCPU(e *ops.Engine) *CPU {
 	c := &CPU{e: e}
 	c.att.c = c
 	c.att.headFn = c.att.run
-	c.gelu.fn = c.gelu.run
+	c.pieces.fn = c.pieces.run
 	return c
 }
 
@@ -216,46 +217,39 @@ func (c *CPU) Gate(dst, src backend.Acts, act backend.Activation) {
 	if src.Cols != 2*h || src.Rows != dst.Rows {
 		panic(fmt.Sprintf("cpu: Gate: %d×%d into %d×%d", src.Rows, src.Cols, dst.Rows, dst.Cols))
 	}
-	f := activation(act)
-	dd, sd := data(dst), data(src)
-	for i := 0; i < dst.Rows; i++ {
-		a, o := rowOf(sd, src, i), rowOf(dd, dst, i)
-		for j := 0; j < h; j++ {
-			o[j] = f(a[j]) * a[h+j]
-		}
-	}
+	c.elementwise(pieceJob{d: data(dst), x: dst, src: data(src), sx: src, f: activation(act)})
 }
 
 // Activate implements backend.Backend.
 func (c *CPU) Activate(x backend.Acts, act backend.Activation) {
-	d := data(x)
+	j := pieceJob{d: data(x), x: x, f: activation(act)}
 	if act == backend.GELU {
-		// The exact GELU is a scalar float64 erf per element (~10 ns):
-		// over the codec's batched rows that is worth the engine's
-		// threads. Elementwise, so the bits do not depend on the split.
-		const chunk = 2048
-		n := x.Cols
-		if x.Rows*n < 2*chunk {
-			for i := 0; i < x.Rows; i++ {
-				ops.GELU(rowOf(d, x, i)[:n])
-			}
-			return
+		j.f, j.gelu = nil, true
+	}
+	c.elementwise(j)
+}
+
+// elementwise runs j over all of j.x's rows: on the engine's threads, in
+// pieces of rows, when there is enough of it (the exact GELU is a scalar
+// float64 erf and SiLU a float64 exp per element, ~5-10 ns: over the LM's
+// gated rows and the codec's batched ones that is worth the threads). Each
+// element is computed alone, so the bits do not depend on the split.
+func (c *CPU) elementwise(j pieceJob) {
+	const chunk = 2048
+	n := j.x.Cols
+	j.per, j.size = 1, n
+	if j.x.Rows*n < 2*chunk {
+		for k := 0; k < j.x.Rows; k++ {
+			j.run(k)
 		}
-		j := &c.gelu
-		j.d, j.x = d, x
-		j.per = (n + chunk - 1) / chunk // pieces of a row
-		j.size = (n + j.per - 1) / j.per
-		c.e.Parallel(x.Rows*j.per, j.fn)
-		j.d = nil
 		return
 	}
-	f := activation(act)
-	for i := 0; i < x.Rows; i++ {
-		r := rowOf(d, x, i)
-		for j, v := range r {
-			r[j] = f(v)
-		}
-	}
+	j.per = (n + chunk - 1) / chunk // pieces of a row
+	j.size = (n + j.per - 1) / j.per
+	j.fn = c.pieces.fn
+	c.pieces = j
+	c.e.Parallel(j.x.Rows*j.per, j.fn)
+	c.pieces = pieceJob{fn: j.fn} // drop the references to the rows
 }
 
 // NewRope implements backend.Backend.
@@ -266,13 +260,12 @@ func (c *CPU) NewRope(dh int, maxPeriod float64) *backend.Rope {
 // RoPE implements backend.Backend.
 func (c *CPU) RoPE(x backend.Acts, r *backend.Rope, pos []int) {
 	rp := r.Data.(*ops.RoPE)
-	dh := r.Dh
+	if cap(c.ropeCS) < r.Dh {
+		c.ropeCS = make([]float32, r.Dh)
+	}
 	d := data(x)
 	for i := 0; i < x.Rows; i++ {
-		row := rowOf(d, x, i)
-		for h := 0; h+dh <= len(row); h += dh {
-			rp.Apply(row[h:h+dh], pos[i])
-		}
+		rp.ApplyHeads(rowOf(d, x, i), pos[i], c.ropeCS)
 	}
 }
 
@@ -409,18 +402,40 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 	}
 }
 
-// geluJob is one Activate(GELU) over many rows, split into pieces of rows.
-type geluJob struct {
-	d         []float32
-	x         backend.Acts
+// pieceJob is one elementwise op over many rows, split into pieces of
+// rows: Activate (f, or ops.GELU's vector form when gelu) on x in place,
+// or Gate from src (sx: rows of [activated half, multiplier half]) into x.
+type pieceJob struct {
+	d, src    []float32
+	x, sx     backend.Acts
+	f         func(float32) float32
+	gelu      bool
 	per, size int // pieces per row, elements per piece
 	fn        func(k int)
 }
 
-func (j *geluJob) run(k int) {
+// run computes piece k (piece k%per of row k/per).
+func (j *pieceJob) run(k int) {
 	n := j.x.Cols
-	if lo := (k % j.per) * j.size; lo < n {
-		ops.GELU(rowOf(j.d, j.x, k/j.per)[lo:min(lo+j.size, n)])
+	lo := (k % j.per) * j.size
+	if lo >= n {
+		return
+	}
+	hi := min(lo+j.size, n)
+	o := rowOf(j.d, j.x, k/j.per)[lo:hi]
+	switch {
+	case j.src != nil:
+		a := rowOf(j.src, j.sx, k/j.per)
+		g, m := a[lo:hi], a[n+lo:n+hi]
+		for i := range o {
+			o[i] = j.f(g[i]) * m[i]
+		}
+	case j.gelu:
+		ops.GELU(o)
+	default:
+		for i, v := range o {
+			o[i] = j.f(v)
+		}
 	}
 }
 

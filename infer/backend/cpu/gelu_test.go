@@ -38,3 +38,37 @@ func TestGELUParallelExactNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per call", n)
 	}
 }
+
+// Gate over many rows (the LM's gated FFN: SiLU of one half times the
+// other) runs on the engine's threads with the bits of the element-by-
+// element loop, from and into strided views, allocating nothing.
+func TestGateParallelExactNoAllocs(t *testing.T) {
+	c, err := New(Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const rows, h = 5, 4500
+	src, dst := c.NewActs(rows, 2*h+3), c.NewActs(rows, h+5)
+	s := data(src)
+	for i := range s {
+		s[i] = float32(math.Sin(float64(i)*0.29)) * 6
+	}
+	in, out := src.Columns(1, 1+2*h), dst.Columns(2, 2+h)
+	want := append([]float32(nil), data(dst)...)
+	for i := 0; i < rows; i++ {
+		a := s[i*(2*h+3)+1:]
+		for j := 0; j < h; j++ {
+			want[i*(h+5)+2+j] = ops.SiLU(a[j]) * a[h+j]
+		}
+	}
+	c.Gate(out, in, backend.SiLU)
+	for i, v := range data(dst) {
+		if math.Float32bits(v) != math.Float32bits(want[i]) {
+			t.Fatalf("element %d: %v, want %v", i, v, want[i])
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { c.Gate(out, in, backend.SiLU) }); n != 0 {
+		t.Fatalf("%v allocations per call", n)
+	}
+}
