@@ -38,12 +38,7 @@ func (e *Engine) DotRows(dst, q, mat []float32, stride int, rows []int32) {
 	}
 	for i, r := range rows {
 		o := int(r) * stride
-		x := mat[o+nl : o+n]
-		s := dst[i]
-		for j, v := range q[nl:] {
-			s = fma32(v, x[j], s)
-		}
-		dst[i] = s
+		dst[i] = dotTail(dst[i], q, mat[o:o+n], nl)
 	}
 }
 
@@ -78,20 +73,7 @@ func (e *Engine) AxpyRows(dst, w, mat []float32, stride int, rows []int32) {
 	// No row kernel: one Axpy per row.
 	for i, r := range rows {
 		o := int(r) * stride
-		x := mat[o : o+n]
-		done := 0
-		if k.id != kPortable {
-			done = archAxpy(k.id, dst, w[i], x)
-		}
-		axpyGo(dst[done:], w[i], x[done:])
-	}
-}
-
-// axpyGo is Axpy's Go loop: d[j] += round(a·x[j]), len(x) ≥ len(d).
-func axpyGo(d []float32, a float32, x []float32) {
-	x = x[:len(d)]
-	for j := range d {
-		d[j] += float32(a * x[j]) // the conversion forbids fusing into an FMA
+		e.Axpy(dst, w[i], mat[o:o+n])
 	}
 }
 

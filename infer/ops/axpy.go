@@ -15,8 +15,14 @@ func (e *Engine) Axpy(dst []float32, a float32, x []float32) {
 	if k := e.k.Load(); k.id != kPortable {
 		n = archAxpy(k.id, dst, a, x)
 	}
-	for i := n; i < len(dst); i++ {
-		dst[i] += float32(a * x[i]) // the conversion forbids fusing into an FMA
+	axpyGo(dst[n:], a, x[n:])
+}
+
+// axpyGo is Axpy's Go loop: d[j] += round(a·x[j]), len(x) ≥ len(d).
+func axpyGo(d []float32, a float32, x []float32) {
+	x = x[:len(d)]
+	for j := range d {
+		d[j] += float32(a * x[j]) // the conversion forbids fusing into an FMA
 	}
 }
 

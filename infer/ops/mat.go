@@ -384,6 +384,13 @@ func (e *Engine) Dot(a, b []float32) float32 {
 	if nl > 0 {
 		s = e.k.Load().dot(a, b, nl)
 	}
+	return dotTail(s, a, b, nl)
+}
+
+// dotTail adds Dot's scalar tail, elements [nl, len(a)) of a·b, to s: one
+// FMA per element, in order.
+func dotTail(s float32, a, b []float32, nl int) float32 {
+	b = b[:len(a)]
 	for j := nl; j < len(a); j++ {
 		s = fma32(a[j], b[j], s)
 	}

@@ -18,21 +18,10 @@ func NewRoPE(d int, maxPeriod float64) *RoPE {
 	return r
 }
 
-// Apply rotates one head vector (interleaved pairs) for position pos, in place.
-func (r *RoPE) Apply(x []float32, pos int) {
-	t := float32(pos)
-	for i, f := range r.freqs {
-		a := f * t
-		c := float32(math.Cos(float64(a)))
-		s := float32(math.Sin(float64(a)))
-		rotate(x[2*i:2*i+2], c, s)
-	}
-}
-
 // ApplyHeads rotates every head of row (consecutive head vectors of the
-// RoPE's size; a shorter remainder is left alone) for position pos, as
-// Apply on each, with the angles' cosines and sines computed once for all
-// heads. cs is scratch of at least the head size.
+// RoPE's size, interleaved pairs; a shorter remainder is left alone) for
+// position pos, in place, with the angles' cosines and sines computed once
+// for all heads. cs is scratch of at least the head size.
 func (r *RoPE) ApplyHeads(row []float32, pos int, cs []float32) {
 	dh := 2 * len(r.freqs)
 	if dh == 0 || len(row) < dh {
@@ -48,14 +37,10 @@ func (r *RoPE) ApplyHeads(row []float32, pos int, cs []float32) {
 	for h := 0; h+dh <= len(row); h += dh {
 		x := row[h : h+dh]
 		for i := 0; i < dh; i += 2 {
-			rotate(x[i:i+2], cs[i], cs[i+1])
+			c, s := cs[i], cs[i+1]
+			xr, xi := x[i], x[i+1]
+			x[i] = xr*c - xi*s
+			x[i+1] = xr*s + xi*c
 		}
 	}
-}
-
-// rotate turns the pair p by the angle of cosine c and sine s.
-func rotate(p []float32, c, s float32) {
-	xr, xi := p[0], p[1]
-	p[0] = xr*c - xi*s
-	p[1] = xr*s + xi*c
 }

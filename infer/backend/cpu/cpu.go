@@ -222,9 +222,11 @@ func (c *CPU) Gate(dst, src backend.Acts, act backend.Activation) {
 
 // Activate implements backend.Backend.
 func (c *CPU) Activate(x backend.Acts, act backend.Activation) {
-	j := pieceJob{d: data(x), x: x, f: activation(act)}
+	j := pieceJob{d: data(x), x: x}
 	if act == backend.GELU {
-		j.f, j.gelu = nil, true
+		j.gelu = true // ops.GELU's row form
+	} else {
+		j.f = activation(act)
 	}
 	c.elementwise(j)
 }
