@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "neon_arm64.h"
 
 // Attention's row kernels (attnrows.go) for arm64 ASIMD. Row i starts at
 // mat + rows[i]·stride floats; rows are int32 indices, checked by the Go
@@ -19,38 +20,6 @@
 //
 // All macros are defined before any TEXT so that go vet's frame check reads
 // each TEXT block on its own.
-
-// FADD / FMUL Vd.4S, Vn.4S, Vm.4S on register numbers.
-#define FADD4(m, n, d) WORD $(0x4E20D400 | ((m)<<16) | ((n)<<5) | (d))
-#define FMUL4(m, n, d) WORD $(0x6E20DC00 | ((m)<<16) | ((n)<<5) | (d))
-// EXT Vd.16B, Vn.16B, Vm.16B, #8
-#define EXT8(m, n, d) WORD $(0x6E004000 | ((m)<<16) | ((n)<<5) | (d))
-// FADDP Sd, Vn.2S: lane 0 + lane 1
-#define FADDP2(n, d) WORD $(0x7E30D800 | ((n)<<5) | (d))
-
-// HSUM32(b): the 32 lanes in V(b)…V(b+7), summed in the tree order of
-// reduce32, into lane 0 of V(b) (as in matvec_arm64.s).
-#define HSUM32(b) \
-	FADD4((b)+4, b, b); \
-	FADD4((b)+5, (b)+1, (b)+1); \
-	FADD4((b)+6, (b)+2, (b)+2); \
-	FADD4((b)+7, (b)+3, (b)+3); \
-	FADD4((b)+2, b, b); \
-	FADD4((b)+3, (b)+1, (b)+1); \
-	FADD4((b)+1, b, b); \
-	EXT8(b, b, (b)+1); \
-	FADD4((b)+1, b, b); \
-	FADDP2(b, b)
-
-#define ZERO8(A0, A1, A2, A3, A4, A5, A6, A7) \
-	VEOR A0.B16, A0.B16, A0.B16; \
-	VEOR A1.B16, A1.B16, A1.B16; \
-	VEOR A2.B16, A2.B16, A2.B16; \
-	VEOR A3.B16, A3.B16, A3.B16; \
-	VEOR A4.B16, A4.B16, A4.B16; \
-	VEOR A5.B16, A5.B16, A5.B16; \
-	VEOR A6.B16, A6.B16, A6.B16; \
-	VEOR A7.B16, A7.B16, A7.B16
 
 // ROWPTR(R): the next row index (from R4, post-incremented) times the
 // stride in bytes (R3), plus mat (R2), into RP.

@@ -1,10 +1,7 @@
 //go:build arm64 && !purego
 
 #include "textflag.h"
-
-// FADD / FMUL Vd.4S, Vn.4S, Vm.4S on register numbers (no Go mnemonics).
-#define FADD4(m, n, d) WORD $(0x4E20D400 | ((m)<<16) | ((n)<<5) | (d))
-#define FMUL4(m, n, d) WORD $(0x6E20DC00 | ((m)<<16) | ((n)<<5) | (d))
+#include "neon_arm64.h"
 
 // func axpyNEON(dst, x *float32, a float32, n int)
 // n is a positive multiple of 16. dst[i] = dst[i] + round(a*x[i]): a

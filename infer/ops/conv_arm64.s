@@ -1,6 +1,7 @@
 //go:build arm64 && !purego
 
 #include "textflag.h"
+#include "neon_arm64.h"
 
 // Register tiles of the convolutions for arm64 ASIMD (see conv_kernels.go
 // for their contract): R ≤ 6 window rows × one half (16 outputs) of a
@@ -13,8 +14,6 @@
 // step (bytes), R3 taps left, R4 in, R5 the weights, R6-R11 the rows'
 // pointers, R12 values left in the tap, R13 out, R14 the output row step
 // (bytes), R15 bias.
-
-#define FADD4(m, n, d) WORD $(0x4E20D400 | ((m)<<16) | ((n)<<5) | (d))
 
 #define ZERO4(A0, A1, A2, A3) \
 	VEOR A0.B16, A0.B16, A0.B16; \
@@ -124,8 +123,6 @@ TEXT ·convTileNEONR6(SB), NOSPLIT, $0-72
 // ---- ELU (alpha 1) with the kernels' expm1, the operations of
 // eluPortable in the same order, 4 values at a time ----
 
-#define FSUB4(m, n, d) WORD $(0x4EA0D400 | ((m)<<16) | ((n)<<5) | (d))
-#define FMUL4(m, n, d) WORD $(0x6E20DC00 | ((m)<<16) | ((n)<<5) | (d))
 // FMAX / FMIN Vd.4S, Vn.4S, Vm.4S (NaN in, NaN out)
 #define FMAX4(m, n, d) WORD $(0x4E20F400 | ((m)<<16) | ((n)<<5) | (d))
 #define FMIN4(m, n, d) WORD $(0x4EA0F400 | ((m)<<16) | ((n)<<5) | (d))

@@ -1,6 +1,7 @@
 //go:build arm64 && !purego
 
 #include "textflag.h"
+#include "neon_arm64.h"
 
 // Matrix-vector, matrix-matrix and dot kernels for arm64 ASIMD (NEON).
 // Every kernel follows the 32-lane contract of matvec_portable.go: element
@@ -8,51 +9,13 @@
 // 4-7, …, 28-31), is accumulated with one FMLA (fused, rounded once), and
 // the lanes are summed in the fixed tree of reduce32 (HSUM32). Only the
 // first nl columns (nl a positive multiple of 32) are seen here; Go adds
-// the tail.
-//
-// The Go assembler has no mnemonics for some ASIMD instructions used here
-// (vector FADD, FADDP, FCVTL and EXT); they are written as WORD encodings
-// by the macros below, whose arguments are register numbers: OP(m, n, d)
-// computes Vd = Vn op Vm.
+// the tail. The shared encodings and HSUM32 are neon_arm64.h's.
 //
 // All macros are defined before any TEXT so that go vet's frame check reads
 // each TEXT block on its own.
 
-// FADD Vd.4S, Vn.4S, Vm.4S
-#define FADD4(m, n, d) WORD $(0x4E20D400 | ((m)<<16) | ((n)<<5) | (d))
-// FCVTL Vd.4S, Vn.4H (halves 0-3) and FCVTL2 Vd.4S, Vn.8H (halves 4-7)
-#define FCVTLO(n, d) WORD $(0x0E217800 | ((n)<<5) | (d))
+// FCVTL2 Vd.4S, Vn.8H (halves 4-7)
 #define FCVTHI(n, d) WORD $(0x4E217800 | ((n)<<5) | (d))
-// EXT Vd.16B, Vn.16B, Vm.16B, #8
-#define EXT8(m, n, d) WORD $(0x6E004000 | ((m)<<16) | ((n)<<5) | (d))
-// FADDP Sd, Vn.2S: lane 0 + lane 1
-#define FADDP2(n, d) WORD $(0x7E30D800 | ((n)<<5) | (d))
-
-// HSUM32(b) sums the 32 lanes in V(b)…V(b+7) in the tree order of
-// reduce32 into lane 0 of V(b): s16 = lanes i + i+16 (V(b+q) + V(b+q+4)),
-// s8 = s16[i] + s16[i+8], s4 = s8[i] + s8[i+4], s2 = s4[i] + s4[i+2] (the
-// register plus itself rotated by 8 bytes), then s2[0] + s2[1].
-#define HSUM32(b) \
-	FADD4((b)+4, b, b); \
-	FADD4((b)+5, (b)+1, (b)+1); \
-	FADD4((b)+6, (b)+2, (b)+2); \
-	FADD4((b)+7, (b)+3, (b)+3); \
-	FADD4((b)+2, b, b); \
-	FADD4((b)+3, (b)+1, (b)+1); \
-	FADD4((b)+1, b, b); \
-	EXT8(b, b, (b)+1); \
-	FADD4((b)+1, b, b); \
-	FADDP2(b, b)
-
-#define ZERO8(A0, A1, A2, A3, A4, A5, A6, A7) \
-	VEOR A0.B16, A0.B16, A0.B16; \
-	VEOR A1.B16, A1.B16, A1.B16; \
-	VEOR A2.B16, A2.B16, A2.B16; \
-	VEOR A3.B16, A3.B16, A3.B16; \
-	VEOR A4.B16, A4.B16, A4.B16; \
-	VEOR A5.B16, A5.B16, A5.B16; \
-	VEOR A6.B16, A6.B16, A6.B16; \
-	VEOR A7.B16, A7.B16, A7.B16
 
 // ---- weight widening: 32 weights from R6 (post-incremented) into
 // V16-V23 (lanes 0-3, …, 28-31); V24-V27 scratch, V31 zero ----

@@ -1,6 +1,7 @@
 //go:build arm64 && !purego
 
 #include "textflag.h"
+#include "neon_arm64.h"
 
 // Kernels over block-quantized weights for arm64 ASIMD (see quant.go and
 // infer/weights/quant.go). The weight of every element is computed exactly
@@ -17,15 +18,11 @@
 // scratch. V0-V7 the accumulator (lanes 0-3, …, 28-31), V8-V15 x.
 //
 // OP(m, n, d) computes Vd = Vn op Vm on register numbers (WORD encodings
-// of instructions the Go assembler has no mnemonics for).
+// of instructions the Go assembler has no mnemonics for; the shared ones
+// and HSUM32 are neon_arm64.h's).
 
-#define FADD4(m, n, d) WORD $(0x4E20D400 | ((m)<<16) | ((n)<<5) | (d))
-#define FSUB4(m, n, d) WORD $(0x4EA0D400 | ((m)<<16) | ((n)<<5) | (d))
-#define FMUL4(m, n, d) WORD $(0x6E20DC00 | ((m)<<16) | ((n)<<5) | (d))
 // FMUL Vd.4S, Vn.4S, Vm.S[i]
 #define FMULE(m, i, n, d) WORD $(0x4F809000 | (((i)&1)<<21) | (((i)>>1)<<11) | ((m)<<16) | ((n)<<5) | (d))
-// FCVTL Vd.4S, Vn.4H
-#define FCVTLO(n, d) WORD $(0x0E217800 | ((n)<<5) | (d))
 #define SCVTF4(n, d) WORD $(0x4E21D800 | ((n)<<5) | (d))
 #define UCVTF4(n, d) WORD $(0x6E21D800 | ((n)<<5) | (d))
 // SXTL Vd.8H, Vn.8B / SXTL2 Vd.8H, Vn.16B / SXTL Vd.4S, Vn.4H / SXTL2 Vd.4S, Vn.8H
@@ -33,32 +30,6 @@
 #define SXTL2B(n, d) WORD $(0x4F08A400 | ((n)<<5) | (d))
 #define SXTLH(n, d) WORD $(0x0F10A400 | ((n)<<5) | (d))
 #define SXTL2H(n, d) WORD $(0x4F10A400 | ((n)<<5) | (d))
-#define EXT8(m, n, d) WORD $(0x6E004000 | ((m)<<16) | ((n)<<5) | (d))
-#define FADDP2(n, d) WORD $(0x7E30D800 | ((n)<<5) | (d))
-
-// HSUM32(b): the 32 lanes of V(b)…V(b+7) in reduce32's tree order into
-// lane 0 of V(b) (as in matvec_arm64.s).
-#define HSUM32(b) \
-	FADD4((b)+4, b, b); \
-	FADD4((b)+5, (b)+1, (b)+1); \
-	FADD4((b)+6, (b)+2, (b)+2); \
-	FADD4((b)+7, (b)+3, (b)+3); \
-	FADD4((b)+2, b, b); \
-	FADD4((b)+3, (b)+1, (b)+1); \
-	FADD4((b)+1, b, b); \
-	EXT8(b, b, (b)+1); \
-	FADD4((b)+1, b, b); \
-	FADDP2(b, b)
-
-#define ZERO8 \
-	VEOR V0.B16, V0.B16, V0.B16; \
-	VEOR V1.B16, V1.B16, V1.B16; \
-	VEOR V2.B16, V2.B16, V2.B16; \
-	VEOR V3.B16, V3.B16, V3.B16; \
-	VEOR V4.B16, V4.B16, V4.B16; \
-	VEOR V5.B16, V5.B16, V5.B16; \
-	VEOR V6.B16, V6.B16, V6.B16; \
-	VEOR V7.B16, V7.B16, V7.B16
 
 #define LOADX \
 	VLD1.P 64(R7), [V8.S4, V9.S4, V10.S4, V11.S4]; \
@@ -287,7 +258,7 @@ row:
 	MOVD R0, R6
 	MOVD R3, R7
 	MOVD R4, R8
-	ZERO8
+	ZERO8(V0, V1, V2, V3, V4, V5, V6, V7)
 loop:
 	PRFM 4096(R6), PLDL1KEEP
 	Q8W
@@ -304,7 +275,7 @@ row:
 	MOVD R0, R6
 	MOVD R3, R7
 	MOVD R4, R8
-	ZERO8
+	ZERO8(V0, V1, V2, V3, V4, V5, V6, V7)
 	Q4KSBLOCK(Q4KSUB_MV, PF_Q4K)
 done:
 	NEXTROW
