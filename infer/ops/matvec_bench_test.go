@@ -117,10 +117,12 @@ func BenchmarkMatMulBF16_4096x4096_T64(b *testing.B) { benchMatMul(b, weights.BF
 func BenchmarkMatMulBF16_11264x4096_T64(b *testing.B) {
 	benchMatMul(b, weights.BF16, 11264, 4096, 64)
 }
-func BenchmarkMatMulF32_4096x4096_T64(b *testing.B) { benchMatMul(b, weights.F32, 4096, 4096, 64) }
-func BenchmarkMatMulBF16_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.BF16, 4096, 4096, 8) }
-func BenchmarkMatMulQ8_0_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.Q8_0, 4096, 4096, 8) }
-func BenchmarkMatMulQ4_K_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.Q4_K, 4096, 4096, 8) }
+func BenchmarkMatMulF32_4096x4096_T64(b *testing.B)  { benchMatMul(b, weights.F32, 4096, 4096, 64) }
+func BenchmarkMatMulBF16_4096x4096_T8(b *testing.B)  { benchMatMul(b, weights.BF16, 4096, 4096, 8) }
+func BenchmarkMatMulBF16_2048x2048_T16(b *testing.B) { benchMatMul(b, weights.BF16, 2048, 2048, 16) }
+func BenchmarkMatMulBF16_4224x512_T16(b *testing.B)  { benchMatMul(b, weights.BF16, 4224, 512, 16) }
+func BenchmarkMatMulQ8_0_4096x4096_T8(b *testing.B)  { benchMatMul(b, weights.Q8_0, 4096, 4096, 8) }
+func BenchmarkMatMulQ4_K_4096x4096_T8(b *testing.B)  { benchMatMul(b, weights.Q4_K, 4096, 4096, 8) }
 func BenchmarkMatMulQ8_0_4096x4096_T64(b *testing.B) {
 	benchMatMul(b, weights.Q8_0, 4096, 4096, 64)
 }

@@ -192,14 +192,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 					if f&mmtFinal == 0 {
 						continue
 					}
-					for r := rg; r < re; r += R {
-						a := acc[(r-rg)/R*accF:]
-						for i := range R {
-							for j := range tn {
-								dst[p0+tl.t0+j][r+i] = a[i*tl.T+j]
-							}
-						}
-					}
+					mmtScatter(dst[p0+tl.t0:p0+tl.t0+tn], acc, rg, (re-rg)/R, R, tl.T, accF)
 				}
 			}
 		}
@@ -296,6 +289,28 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 			mmtQ8_0AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q4_K:
 			mmtQ4_KAVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
+		}
+	}
+}
+
+// mmtScatter writes the sums of nt row tiles of R rows (rows rg…) from the
+// tiles' states (output i = r·T + t of tile q at acc[q·accF + i]) into
+// the inputs' outputs dst[t][rg…], one output vector at a time.
+func mmtScatter(dst [][]float32, acc []float32, rg, nt, R, T, accF int) {
+	for t, out := range dst {
+		d := out[rg : rg+nt*R]
+		a := acc[t:]
+		if R == 3 {
+			for q := range nt {
+				o := q * accF
+				d[3*q], d[3*q+1], d[3*q+2] = a[o], a[o+T], a[o+2*T]
+			}
+			continue
+		}
+		for q := range nt {
+			for i := range R {
+				d[q*R+i] = a[q*accF+i*T]
+			}
 		}
 	}
 }
