@@ -36,7 +36,10 @@ type Backend interface {
 	// GrowRing gives r room for capacity positions, keeping what it holds.
 	// It is only called while nothing has wrapped (End < old capacity).
 	GrowRing(r *Ring, capacity int)
-	// CopyRing makes dst an exact copy of src (capacity, End, contents).
+	// CopyRing makes dst hold src's positions and End. Its capacity is
+	// src's, or dst's own where KeepsCapacity(dst, src) (a backend may do
+	// either: attention reads the same positions from both), so that a
+	// ring reused from an earlier conversation keeps its memory.
 	CopyRing(dst, src *Ring)
 	// FillRing makes r look as if n positions of small deterministic keys
 	// and values had been written (benchmarks of long contexts only).
@@ -224,6 +227,15 @@ func (r *Ring) Reset() { r.End = 0 }
 
 // Bytes is the ring's key and value storage (float32).
 func (r *Ring) Bytes() int64 { return 2 * 4 * int64(r.Heads) * int64(r.Dh) * int64(r.Capacity) }
+
+// KeepsCapacity reports whether CopyRing(dst, src) may leave dst at its own
+// capacity: it is at least src's, for the same heads, and src has not
+// wrapped (so src's positions sit in the slots of their own number in
+// either ring, and neither ring is full).
+func KeepsCapacity(dst, src *Ring) bool {
+	return dst.Data != nil && dst.Heads == src.Heads && dst.Dh == src.Dh &&
+		dst.Capacity >= src.Capacity && src.End < src.Capacity
+}
 
 // RingPosition is the position held by slot j of a ring of the given
 // capacity after end positions were written, or −1 when it was never

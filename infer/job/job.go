@@ -273,6 +273,7 @@ type itemsRun struct {
 	eng   *lm.Engine
 	sess  *Session
 	frame int
+	spare []*lm.Gen // the generators of finished items, renewed for the next ones
 }
 
 // ready is an item whose inputs are read and checked.
@@ -388,7 +389,7 @@ func (j *itemsRun) start(r ready) (c *item, err error) {
 			return nil, err
 		}
 	}
-	gen := j.eng.NewGen(lm.GenOptions{
+	opt := lm.GenOptions{
 		UseSampling:     !it.Greedy,
 		Temp:            float32(it.TempAudio),
 		TempText:        float32(it.TempText),
@@ -397,8 +398,17 @@ func (j *itemsRun) start(r ready) (c *item, err error) {
 		Seed:            uint64(it.Seed),
 		FrameRate:       cfg.Mimi.FrameRate,
 		StepwisePrompts: o.StepwisePrompts,
-	})
+	}
+	var gen *lm.Gen
+	if k := len(j.spare); k > 0 {
+		// A finished item's rings, already faulted in: renewed, not made.
+		gen, j.spare = j.spare[k-1], j.spare[:k-1]
+		gen.Renew(opt)
+	} else {
+		gen = j.eng.NewGen(opt)
+	}
 	if err := j.prompt(gen, it, in); err != nil {
+		j.spare = append(j.spare, gen)
 		return nil, err
 	}
 	n := (len(in.user) + frame - 1) / frame
@@ -534,6 +544,7 @@ func (j *itemsRun) run() error {
 			c := active[m]
 			delete(active, m)
 			j.done(c.finish())
+			j.spare = append(j.spare, m.Gen)
 		}
 	}
 	if j.prompts != nil && j.prompts.hits+len(j.prompts.entries) > 0 {

@@ -129,7 +129,16 @@ type Gen struct {
 }
 
 // NewGen prepares the generation of one conversation on e.
-func (e *Engine) NewGen(opt GenOptions) *Gen {
+func (e *Engine) NewGen(opt GenOptions) *Gen { return e.newGen(opt, nil) }
+
+// Renew makes g the Gen that NewGen(opt) on g's engine would make, but
+// keeps the memory of its KV rings (reset, at the capacity they reached),
+// so that a job's next conversation does not allocate, and fault in, its
+// rings again. g's earlier conversation must be over. Outputs do not depend
+// on the rings' capacity (see Reserve).
+func (g *Gen) Renew(opt GenOptions) { *g = *g.e.newGen(opt, g.ts) }
+
+func (e *Engine) newGen(opt GenOptions, ts *nn.TransformerState) *Gen {
 	if opt.FrameRate == 0 {
 		opt.FrameRate = 12.5
 	}
@@ -142,7 +151,10 @@ func (e *Engine) NewGen(opt GenOptions) *Gen {
 	g.CT = g.maxDelay + 3
 	g.cache = make([]int, g.K*g.CT)
 	g.provided = make([]bool, g.K*g.CT)
-	g.ts = m.Transformer.NewState(e.be)
+	g.ts = ts
+	if g.ts == nil {
+		g.ts = m.Transformer.NewState(e.be)
+	}
 	g.pending = actsQueue{be: e.be, cols: c.Dim}
 	g.textLogits = make([]float32, m.TextLinear.Rows)
 	for j := 0; j < c.DepQ; j++ {
@@ -193,8 +205,8 @@ func (g *Gen) Offset() int { return g.offset }
 // Reserve sizes the temporal transformer's KV rings for steps more steps
 // after those run and queued (at most the context), so that a conversation
 // of known length does not grow (and copy) them while it runs. Outputs do
-// not depend on it. A later Restore takes the snapshot's ring sizes: reserve
-// after it.
+// not depend on it. A later Restore may take the snapshot's (smaller) ring
+// sizes: reserve after it.
 func (g *Gen) Reserve(steps int) {
 	g.m.Transformer.Reserve(g.e.be, g.ts, g.npending+steps)
 }

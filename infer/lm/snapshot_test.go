@@ -202,3 +202,88 @@ func TestSnapshotCUDADry(t *testing.T) {
 		g.Close()
 	}
 }
+
+// heldKV is what a state's rings hold: per layer, End and the keys and
+// values of the slots written (all of them once a ring has wrapped, else
+// [0, End) of each head), as bits, whatever the rings' capacity.
+func heldKV(ts *nn.TransformerState) [][]uint32 {
+	var out [][]uint32
+	for _, r := range ts.Rings {
+		k, v := cpu.KV(r)
+		row := []uint32{uint32(r.End)}
+		n := min(r.End, r.Capacity) * r.Dh
+		for h := range r.Heads {
+			o := h * r.Capacity * r.Dh
+			for _, x := range k[o : o+n] {
+				row = append(row, math.Float32bits(x))
+			}
+			for _, x := range v[o : o+n] {
+				row = append(row, math.Float32bits(x))
+			}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// A Gen renewed after a longer conversation of other settings (its rings
+// larger than the next one needs and full of that conversation's keys)
+// runs the next conversation exactly as a new Gen does: with its prompt
+// phases queued or restored from a snapshot, greedy or sampled (the
+// generator reseeded from the new seed): every output, the token cache and
+// every key and value held.
+func TestRenewExact(t *testing.T) {
+	m := tinyModel(t, "model.safetensors")
+	user := codes(t, tiny+"expected/mimi/mimi_encode.safetensors")
+	sampled := GenOptions{UseSampling: true, Temp: 0.8, TempText: 0.7, TopK: 250, TopKText: 25, Seed: 7}
+	for _, scenario := range []string{"run_wav", "run_pt"} {
+		p := scenarioPrompt(t, scenario)
+		src := NewGen(m, testBE, GenOptions{Seed: 3})
+		if err := src.StepSystemPrompts(p); err != nil {
+			t.Fatal(err)
+		}
+		snap := src.Snapshot()
+		for _, opt := range []GenOptions{{}, sampled} {
+			want := NewGen(m, testBE, opt)
+			if err := want.QueueSystemPrompts(p); err != nil {
+				t.Fatal(err)
+			}
+			wantOuts := stepAll(want, user)
+			for _, restore := range []bool{false, true} {
+				old := NewGen(m, testBE, GenOptions{UseSampling: true, Temp: 1, Seed: 11})
+				if err := old.QueueSystemPrompts(p); err != nil {
+					t.Fatal(err)
+				}
+				old.Reserve(len(user) + 40)
+				stepAll(old, user)
+				stepAll(old, user[:20])
+				g := old
+				kept, _ := cpu.KV(g.TransformerState().Rings[0])
+				g.Renew(opt)
+				if g.Offset() != 0 || g.Pending() != 0 || g.Options().Seed != opt.Seed || g.Options().UseSampling != opt.UseSampling {
+					t.Fatalf("renewed: offset %d, %d pending, options %+v", g.Offset(), g.Pending(), g.Options())
+				}
+				if restore {
+					g.Restore(snap)
+				} else if err := g.QueueSystemPrompts(p); err != nil {
+					t.Fatal(err)
+				}
+				g.Reserve(len(user))
+				gotOuts := stepAll(g, user)
+				if !slices.EqualFunc(gotOuts, wantOuts, slices.Equal) {
+					t.Fatalf("%s sampling %v restore %v: outputs differ from a new Gen's", scenario, opt.UseSampling, restore)
+				}
+				if !slices.EqualFunc(heldKV(g.TransformerState()), heldKV(want.TransformerState()), slices.Equal) {
+					t.Fatalf("%s sampling %v restore %v: KV caches differ from a new Gen's", scenario, opt.UseSampling, restore)
+				}
+				if !slices.EqualFunc(g.Cache(), want.Cache(), slices.Equal) {
+					t.Fatalf("%s: token caches differ", scenario)
+				}
+				// The point of it: the rings kept their memory.
+				if k, _ := cpu.KV(g.TransformerState().Rings[0]); &k[0] != &kept[0] {
+					t.Fatalf("%s restore %v: the renewed Gen's rings were allocated again", scenario, restore)
+				}
+			}
+		}
+	}
+}

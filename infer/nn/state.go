@@ -73,16 +73,20 @@ func (t *Transformer) reserve(be backend.Backend, s *TransformerState, n int) {
 // Reserve sizes every ring at once for n more positions (at most the
 // context), where reserve would grow them by doubling as they come: a
 // conversation whose length is known is then never grown, so its rings are
-// not copied while it runs (and hold n + 1 slots, not the next power of
-// two). It computes nothing: attention reads the same positions from a ring
-// of any capacity that has not wrapped, so outputs do not depend on it.
+// not copied while it runs. A ring it grows gets a quarter more than the
+// n + 1 slots needed (not the next power of two), so that the rings of a
+// renewed generator (lm.Gen.Renew) also fit the job's next conversation
+// when it is a little longer. It computes nothing: attention reads the
+// same positions from a ring of any capacity that has not wrapped, so
+// outputs do not depend on it.
 func (t *Transformer) Reserve(be backend.Backend, s *TransformerState, n int) {
 	if t.Cfg.Context <= 0 || n <= 0 {
 		return
 	}
-	target := min(t.MaxCapacity(), s.Offset+n+1)
+	need := s.Offset + n + 1
+	target := min(t.MaxCapacity(), need+need/4)
 	for _, r := range s.Rings {
-		if r.Capacity < target {
+		if r.Capacity < min(t.MaxCapacity(), need) {
 			be.GrowRing(r, target)
 		}
 	}

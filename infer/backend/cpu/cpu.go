@@ -335,7 +335,18 @@ func (c *CPU) GrowRing(r *backend.Ring, capacity int) {
 // CopyRing implements backend.Backend.
 func (c *CPU) CopyRing(dst, src *backend.Ring) {
 	s := ringOf(src)
-	if dst.Capacity != src.Capacity || len(ringOf(dst).k) != len(s.k) {
+	if backend.KeepsCapacity(dst, src) && dst.Capacity > src.Capacity {
+		// Only the positions held, head by head, into the larger ring.
+		d, n := ringOf(dst), src.End*src.Dh
+		for h := 0; h < src.Heads; h++ {
+			o, so := h*dst.Capacity*dst.Dh, h*src.Capacity*src.Dh
+			copy(d.k[o:o+n], s.k[so:so+n])
+			copy(d.v[o:o+n], s.v[so:so+n])
+		}
+		dst.End = src.End
+		return
+	}
+	if dst.Capacity != src.Capacity || dst.Data == nil || len(ringOf(dst).k) != len(s.k) {
 		dst.Capacity = src.Capacity
 		dst.Data = &ring{k: make([]float32, len(s.k)), v: make([]float32, len(s.v))}
 	}
