@@ -407,11 +407,11 @@ func (j *itemsRun) start(r ready) (c *item, err error) {
 	} else {
 		gen = j.eng.NewGen(opt)
 	}
-	if err := j.prompt(gen, it, in); err != nil {
+	n := (len(in.user) + frame - 1) / frame
+	if err := j.prompt(gen, it, in, n); err != nil {
 		j.spare = append(j.spare, gen)
 		return nil, err
 	}
-	n := (len(in.user) + frame - 1) / frame
 	gen.Reserve(n) // the KV rings at their final size: never grown (copied) mid-conversation
 	c = &item{it: it, in: in, n: n,
 		res: &Result{SampleRate: cfg.Mimi.SampleRate, FrameRate: cfg.Mimi.FrameRate},
@@ -435,7 +435,7 @@ func (j *itemsRun) start(r ready) (c *item, err error) {
 // reuse is computed at once (its prefill alone, then copied into the
 // cache); otherwise the phases stay queued and their prefill joins the
 // session's next pass, as without a cache (a job of one item).
-func (j *itemsRun) prompt(gen *lm.Gen, it *Item, in *inputs) error {
+func (j *itemsRun) prompt(gen *lm.Gen, it *Item, in *inputs, frames int) error {
 	o, cfg, frame := j.o, j.cfg, j.frame
 	var key promptKey
 	if j.prompts != nil {
@@ -443,6 +443,9 @@ func (j *itemsRun) prompt(gen *lm.Gen, it *Item, in *inputs) error {
 		if snap := j.prompts.get(key); snap != nil {
 			progress(o, fmt.Sprintf("prompt phases (%d text tokens): from the prompt cache", len(in.sys.TextIDs)))
 			j.contextWarning(it, in)
+			// The rings at their final size first: the restore copies
+			// the prompt's positions into them (one allocation, not two).
+			gen.Reserve(snap.Offset() + frames)
 			gen.Restore(snap)
 			return nil
 		}
