@@ -80,7 +80,7 @@ func archGELU(id kernelID, x []float32) int {
 	var n, w int
 	switch id {
 	case kAVX512:
-		n, w = len(x)&^7, 8
+		n, w = len(x)&^15, 16
 	case kAVX2:
 		n, w = len(x)&^3, 4
 	default:

@@ -559,18 +559,6 @@ GLOBL mvc<>(SB), RODATA|NOPTR, $2656
 	VPSLLQ $52, N, N; \
 	VMULPD N, X, X
 
-// HORNER512 is one unfused Horner step V = c + U·V, c being constant CA on
-// the lanes of KA and CB on those of KB (KA, KB complementary). Scratch: P.
-#define HORNER512(U, V, P, KA, KB, CA, CB) \
-	VMULPD V, U, P; \
-	VADDPD.BCST CK(CA), P, KA, V; \
-	VADDPD.BCST CK(CB), P, KB, V
-
-// SEL512 sets V to constant CA on the lanes of KA and CB on those of KB.
-#define SEL512(V, KA, KB, CA, CB) \
-	VBROADCASTSD CK(CA), KA, V; \
-	VBROADCASTSD CK(CB), KB, V
-
 // func expAVX512(dst, x *float32, n int)
 // n is a positive multiple of 16; dst may be x. Two chains of 8 lanes.
 // Arguments are clamped to [-110, 89.5] first: float32(exp) is +0 below and
@@ -655,110 +643,233 @@ sdone512:
 	VZEROUPPER
 	RET
 
+// EXP512X2 is EXP512 on two vectors at once, their operations interleaved
+// (the chains are long and latency-bound).
+#define EXP512X2(XA, TA, PA, NYA, NA, XB, TB, PB, NYB, NB) \
+	VMULPD.BCST CK(K_LOG2E), XA, TA; \
+	VMULPD.BCST CK(K_LOG2E), XB, TB; \
+	VCVTPD2DQ TA, NYA; \
+	VCVTPD2DQ TB, NYB; \
+	VCVTDQ2PD NYA, TA; \
+	VCVTDQ2PD NYB, TB; \
+	VFNMADD231PD.BCST CK(K_LN2U), TA, XA; \
+	VFNMADD231PD.BCST CK(K_LN2U), TB, XB; \
+	VFNMADD231PD.BCST CK(K_LN2L), TA, XA; \
+	VFNMADD231PD.BCST CK(K_LN2L), TB, XB; \
+	VMULPD.BCST CK(K_SIXTEENTH), XA, XA; \
+	VMULPD.BCST CK(K_SIXTEENTH), XB, XB; \
+	VBROADCASTSD CK(K_E8), PA; \
+	VBROADCASTSD CK(K_E8), PB; \
+	VFMADD213PD.BCST CK(K_E7), XA, PA; \
+	VFMADD213PD.BCST CK(K_E7), XB, PB; \
+	VFMADD213PD.BCST CK(K_E6), XA, PA; \
+	VFMADD213PD.BCST CK(K_E6), XB, PB; \
+	VFMADD213PD.BCST CK(K_E5), XA, PA; \
+	VFMADD213PD.BCST CK(K_E5), XB, PB; \
+	VFMADD213PD.BCST CK(K_E4), XA, PA; \
+	VFMADD213PD.BCST CK(K_E4), XB, PB; \
+	VFMADD213PD.BCST CK(K_E3), XA, PA; \
+	VFMADD213PD.BCST CK(K_E3), XB, PB; \
+	VFMADD213PD.BCST CK(K_HALF), XA, PA; \
+	VFMADD213PD.BCST CK(K_HALF), XB, PB; \
+	VFMADD213PD.BCST CK(K_ONE), XA, PA; \
+	VFMADD213PD.BCST CK(K_ONE), XB, PB; \
+	VMULPD PA, XA, XA; \
+	VMULPD PB, XB, XB; \
+	VADDPD.BCST CK(K_TWO), XA, PA; \
+	VADDPD.BCST CK(K_TWO), XB, PB; \
+	VMULPD PA, XA, XA; \
+	VMULPD PB, XB, XB; \
+	VADDPD.BCST CK(K_TWO), XA, PA; \
+	VADDPD.BCST CK(K_TWO), XB, PB; \
+	VMULPD PA, XA, XA; \
+	VMULPD PB, XB, XB; \
+	VADDPD.BCST CK(K_TWO), XA, PA; \
+	VADDPD.BCST CK(K_TWO), XB, PB; \
+	VMULPD PA, XA, XA; \
+	VMULPD PB, XB, XB; \
+	VADDPD.BCST CK(K_TWO), XA, PA; \
+	VADDPD.BCST CK(K_TWO), XB, PB; \
+	VFMADD213PD.BCST CK(K_ONE), PA, XA; \
+	VFMADD213PD.BCST CK(K_ONE), PB, XB; \
+	VPMOVSXDQ NYA, NA; \
+	VPMOVSXDQ NYB, NB; \
+	VPADDQ.BCST CK(K_BIAS), NA, NA; \
+	VPADDQ.BCST CK(K_BIAS), NB, NB; \
+	VPSLLQ $52, NA, NA; \
+	VPSLLQ $52, NB, NB; \
+	VMULPD NA, XA, XA; \
+	VMULPD NB, XB, XB
+
+// SEL512X2 sets VA (VB) to constant C1 on the lanes of KA (KB), C2 elsewhere.
+#define SEL512X2(VA, KA, VB, KB, C1, C2) \
+	VBROADCASTSD CK(C2), VA; \
+	VBROADCASTSD CK(C2), VB; \
+	VBROADCASTSD CK(C1), KA, VA; \
+	VBROADCASTSD CK(C1), KB, VB
+
+// HORNER512X2 is one unfused Horner step V = c + U·V on chains A and B,
+// c being C1 on the lanes of KA (KB) and C2 elsewhere; CA, CB get c (the
+// choice is off the chain), PA, PB the product.
+#define HORNER512X2(UA, VA, PA, CA, KA, UB, VB, PB, CB, KB, C1, C2) \
+	SEL512X2(CA, KA, CB, KB, C1, C2); \
+	VMULPD VA, UA, PA; \
+	VMULPD VB, UB, PB; \
+	VADDPD CA, PA, VA; \
+	VADDPD CB, PB, VB
+
 // func geluAVX512(x *float32, n int) int
 // x[i] = float32(0.5·v·(1+erf(v/√2))) in place (v = float64(x[i])), for n a
-// positive multiple of 8. Every branch of math.erf is computed on all 8
-// lanes and the lane's own one kept: |x| < 2⁻²⁸, < 0.84375 (sharing one
-// polynomial pair with the next, the shorter one padded with leading zero
-// coefficients: 0 + u·0 = 0 and c + u·0 = c exactly), < 1.25, < 1/0.35 and
-// < 6 (those two sharing theirs the same way), ≥ 6 (±Inf included). It
-// stops before the first block of 8 holding a NaN and returns how many
-// elements it did.
+// positive multiple of 16, as two interleaved chains of 8 lanes (A: Z0-Z9,
+// K1-K2; B: Z10-Z19, K3-K4; Z31 = 1). Every branch of math.erf is computed
+// on all lanes and each lane's own one kept: |x| < 2⁻²⁸, < 0.84375 (sharing
+// one polynomial pair with the next, the shorter one padded with leading
+// zero coefficients: 0 + u·0 = 0 and c + u·0 = c exactly), < 1.25,
+// < 1/0.35 and < 6 (those two sharing theirs the same way), ≥ 6 (±Inf
+// included). It stops before the first block of 16 holding a NaN and
+// returns how many elements it did.
 TEXT ·geluAVX512(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	XORQ AX, AX
-	VBROADCASTSD CK(K_ONE), Z11
+	VBROADCASTSD CK(K_ONE), Z31
 gloop512:
-	VCVTPS2PD (SI), Z0 // v
-	VCMPPD $3, Z0, Z0, K1
+	VCVTPS2PD (SI), Z22   // v (A)
+	VCVTPS2PD 32(SI), Z23 // v (B)
+	VCMPPD $3, Z22, Z22, K1
+	VCMPPD $3, Z23, Z23, K3
+	KORW K1, K3, K1
 	KORTESTW K1, K1
 	JNZ gdone512
-	VDIVPD.BCST CK(K_SQRT2), Z0, Z1 // x = v/√2
-	VPANDQ.BCST CK(K_ABS), Z1, Z2   // a = |x|
-	VCMPPD.BCST $1, CK(K_B1), Z2, K2 // a < 0.84375
-	KNOTW K2, K6
-	VCMPPD.BCST $1, CK(K_SMALL), Z2, K1 // a < 2⁻²⁸
-	VCMPPD.BCST $1, CK(K_B3), Z2, K4 // a < 1/0.35
-	KNOTW K4, K7
+	VDIVPD.BCST CK(K_SQRT2), Z22, Z0 // x = v/√2
+	VDIVPD.BCST CK(K_SQRT2), Z23, Z10
+	VPANDQ.BCST CK(K_ABS), Z0, Z0    // a = |x|
+	VPANDQ.BCST CK(K_ABS), Z10, Z10
+	VMULPD Z0, Z0, Z24               // a²
+	VMULPD Z10, Z10, Z25
+	VDIVPD Z24, Z31, Z1              // s = 1/a²
+	VDIVPD Z25, Z31, Z11
+	VSUBPD.BCST CK(K_ONE), Z0, Z3    // u = a−1, or a² where a < 0.84375
+	VSUBPD.BCST CK(K_ONE), Z10, Z13
+	VCMPPD.BCST $1, CK(K_B1), Z0, K2
+	VCMPPD.BCST $1, CK(K_B1), Z10, K4
+	VMOVAPD Z24, K2, Z3
+	VMOVAPD Z25, K4, Z13
 
-	// |x| < 1.25: u = a² (K2) or a−1 (K6); y = N(u)/D(u).
-	VMULPD Z2, Z2, Z4
-	VSUBPD.BCST CK(K_ONE), Z2, Z5
-	VMOVAPD Z4, K2, Z5
-	SEL512(Z6, K2, K6, K_ZERO, K_PA6)
-	SEL512(Z7, K2, K6, K_ZERO, K_QA6)
-	HORNER512(Z5, Z6, Z8, K2, K6, K_ZERO, K_PA5)
-	HORNER512(Z5, Z7, Z9, K2, K6, K_QQ5, K_QA5)
-	HORNER512(Z5, Z6, Z8, K2, K6, K_PP4, K_PA4)
-	HORNER512(Z5, Z7, Z9, K2, K6, K_QQ4, K_QA4)
-	HORNER512(Z5, Z6, Z8, K2, K6, K_PP3, K_PA3)
-	HORNER512(Z5, Z7, Z9, K2, K6, K_QQ3, K_QA3)
-	HORNER512(Z5, Z6, Z8, K2, K6, K_PP2, K_PA2)
-	HORNER512(Z5, Z7, Z9, K2, K6, K_QQ2, K_QA2)
-	HORNER512(Z5, Z6, Z8, K2, K6, K_PP1, K_PA1)
-	HORNER512(Z5, Z7, Z9, K2, K6, K_QQ1, K_QA1)
-	HORNER512(Z5, Z6, Z8, K2, K6, K_PP0, K_PA0)
-	VMULPD Z7, Z5, Z9
-	VADDPD.BCST CK(K_ONE), Z9, Z7
-	VDIVPD Z7, Z6, Z6              // y
-	VBROADCASTSD CK(K_EFX), K1, Z6 // a < 2⁻²⁸: y = efx
-	VMULPD Z6, Z2, Z8              // a·y
-	VMOVAPD Z6, K6, Z8             // 0.84375 ≤ a: y
-	VMOVAPD Z2, Z9
-	VBROADCASTSD CK(K_ERX), K6, Z9
-	VADDPD Z8, Z9, Z10             // a + a·y, or erx + y
+	// |x| < 1.25: y = N(u)/D(u)
+	SEL512X2(Z4, K2, Z14, K4, K_ZERO, K_PA6)
+	SEL512X2(Z5, K2, Z15, K4, K_ZERO, K_QA6)
+	HORNER512X2(Z3, Z4, Z6, Z8, K2, Z13, Z14, Z16, Z18, K4, K_ZERO, K_PA5)
+	HORNER512X2(Z3, Z5, Z7, Z9, K2, Z13, Z15, Z17, Z19, K4, K_QQ5, K_QA5)
+	HORNER512X2(Z3, Z4, Z6, Z8, K2, Z13, Z14, Z16, Z18, K4, K_PP4, K_PA4)
+	HORNER512X2(Z3, Z5, Z7, Z9, K2, Z13, Z15, Z17, Z19, K4, K_QQ4, K_QA4)
+	HORNER512X2(Z3, Z4, Z6, Z8, K2, Z13, Z14, Z16, Z18, K4, K_PP3, K_PA3)
+	HORNER512X2(Z3, Z5, Z7, Z9, K2, Z13, Z15, Z17, Z19, K4, K_QQ3, K_QA3)
+	HORNER512X2(Z3, Z4, Z6, Z8, K2, Z13, Z14, Z16, Z18, K4, K_PP2, K_PA2)
+	HORNER512X2(Z3, Z5, Z7, Z9, K2, Z13, Z15, Z17, Z19, K4, K_QQ2, K_QA2)
+	HORNER512X2(Z3, Z4, Z6, Z8, K2, Z13, Z14, Z16, Z18, K4, K_PP1, K_PA1)
+	HORNER512X2(Z3, Z5, Z7, Z9, K2, Z13, Z15, Z17, Z19, K4, K_QQ1, K_QA1)
+	HORNER512X2(Z3, Z4, Z6, Z8, K2, Z13, Z14, Z16, Z18, K4, K_PP0, K_PA0)
+	VMULPD Z5, Z3, Z7
+	VMULPD Z15, Z13, Z17
+	VADDPD Z31, Z7, Z5
+	VADDPD Z31, Z17, Z15
+	VDIVPD Z5, Z4, Z4                  // y
+	VDIVPD Z15, Z14, Z14
+	VCMPPD.BCST $1, CK(K_SMALL), Z0, K1
+	VCMPPD.BCST $1, CK(K_SMALL), Z10, K3
+	VBROADCASTSD CK(K_EFX), K1, Z4     // a < 2⁻²⁸: y = efx
+	VBROADCASTSD CK(K_EFX), K3, Z14
+	VMOVAPD Z4, Z6
+	VMOVAPD Z14, Z16
+	VMULPD Z4, Z0, K2, Z6              // a·y where a < 0.84375, else y
+	VMULPD Z14, Z10, K4, Z16
+	VBROADCASTSD CK(K_ERX), Z8
+	VBROADCASTSD CK(K_ERX), Z18
+	VMOVAPD Z0, K2, Z8                 // a where a < 0.84375, else erx
+	VMOVAPD Z10, K4, Z18
+	VADDPD Z6, Z8, Z2                  // a + a·y, or erx + y
+	VADDPD Z16, Z18, Z12
 
-	// 1.25 ≤ |x| < 6: s = 1/a², R(s)/S(s), exp(−z²−0.5625)·exp((z−a)(z+a)+R/S).
-	VDIVPD Z4, Z11, Z12
-	SEL512(Z13, K4, K7, K_RA7, K_ZERO)
-	SEL512(Z14, K4, K7, K_SA8, K_ZERO)
-	HORNER512(Z12, Z13, Z8, K4, K7, K_RA6, K_RB6)
-	HORNER512(Z12, Z14, Z9, K4, K7, K_SA7, K_SB7)
-	HORNER512(Z12, Z13, Z8, K4, K7, K_RA5, K_RB5)
-	HORNER512(Z12, Z14, Z9, K4, K7, K_SA6, K_SB6)
-	HORNER512(Z12, Z13, Z8, K4, K7, K_RA4, K_RB4)
-	HORNER512(Z12, Z14, Z9, K4, K7, K_SA5, K_SB5)
-	HORNER512(Z12, Z13, Z8, K4, K7, K_RA3, K_RB3)
-	HORNER512(Z12, Z14, Z9, K4, K7, K_SA4, K_SB4)
-	HORNER512(Z12, Z13, Z8, K4, K7, K_RA2, K_RB2)
-	HORNER512(Z12, Z14, Z9, K4, K7, K_SA3, K_SB3)
-	HORNER512(Z12, Z13, Z8, K4, K7, K_RA1, K_RB1)
-	HORNER512(Z12, Z14, Z9, K4, K7, K_SA2, K_SB2)
-	HORNER512(Z12, Z13, Z8, K4, K7, K_RA0, K_RB0)
-	HORNER512(Z12, Z14, Z9, K4, K7, K_SA1, K_SB1)
-	VMULPD Z14, Z12, Z9
-	VADDPD.BCST CK(K_ONE), Z9, Z14
-	VDIVPD Z14, Z13, Z13             // R/S
-	VPANDQ.BCST CK(K_HI32), Z2, Z15  // z
-	VMULPD Z15, Z15, Z16
-	VADDPD.BCST CK(K_C5625), Z16, Z16
-	VPXORQ.BCST CK(K_SIGN), Z16, Z16 // −z·z − 0.5625
-	VSUBPD Z2, Z15, Z17
-	VADDPD Z2, Z15, Z18
-	VMULPD Z18, Z17, Z17
-	VADDPD Z13, Z17, Z17             // (z−a)(z+a) + R/S
-	EXP512(Z16, Z19, Z22, Y23, Z23)
-	EXP512(Z17, Z24, Z25, Y26, Z26)
-	VMULPD Z17, Z16, Z16
-	VDIVPD Z2, Z16, Z16
-	VSUBPD Z16, Z11, Z16             // 1 − r/a
+	// 1.25 ≤ |x| < 6: exp(−z²−0.5625)·exp((z−a)(z+a)+R(s)/S(s))
+	VPANDQ.BCST CK(K_HI32), Z0, Z22    // z
+	VPANDQ.BCST CK(K_HI32), Z10, Z23
+	VMULPD Z22, Z22, Z20
+	VMULPD Z23, Z23, Z21
+	VADDPD.BCST CK(K_C5625), Z20, Z20
+	VADDPD.BCST CK(K_C5625), Z21, Z21
+	VPXORQ.BCST CK(K_SIGN), Z20, Z20   // −z·z − 0.5625
+	VPXORQ.BCST CK(K_SIGN), Z21, Z21
+	EXP512X2(Z20, Z24, Z25, Y26, Z26, Z21, Z27, Z28, Y29, Z29)
+	VCMPPD.BCST $1, CK(K_B3), Z0, K1   // a < 1/0.35
+	VCMPPD.BCST $1, CK(K_B3), Z10, K3
+	SEL512X2(Z4, K1, Z14, K3, K_RA7, K_ZERO)
+	SEL512X2(Z5, K1, Z15, K3, K_SA8, K_ZERO)
+	HORNER512X2(Z1, Z4, Z6, Z8, K1, Z11, Z14, Z16, Z18, K3, K_RA6, K_RB6)
+	HORNER512X2(Z1, Z5, Z7, Z9, K1, Z11, Z15, Z17, Z19, K3, K_SA7, K_SB7)
+	HORNER512X2(Z1, Z4, Z6, Z8, K1, Z11, Z14, Z16, Z18, K3, K_RA5, K_RB5)
+	HORNER512X2(Z1, Z5, Z7, Z9, K1, Z11, Z15, Z17, Z19, K3, K_SA6, K_SB6)
+	HORNER512X2(Z1, Z4, Z6, Z8, K1, Z11, Z14, Z16, Z18, K3, K_RA4, K_RB4)
+	HORNER512X2(Z1, Z5, Z7, Z9, K1, Z11, Z15, Z17, Z19, K3, K_SA5, K_SB5)
+	HORNER512X2(Z1, Z4, Z6, Z8, K1, Z11, Z14, Z16, Z18, K3, K_RA3, K_RB3)
+	HORNER512X2(Z1, Z5, Z7, Z9, K1, Z11, Z15, Z17, Z19, K3, K_SA4, K_SB4)
+	HORNER512X2(Z1, Z4, Z6, Z8, K1, Z11, Z14, Z16, Z18, K3, K_RA2, K_RB2)
+	HORNER512X2(Z1, Z5, Z7, Z9, K1, Z11, Z15, Z17, Z19, K3, K_SA3, K_SB3)
+	HORNER512X2(Z1, Z4, Z6, Z8, K1, Z11, Z14, Z16, Z18, K3, K_RA1, K_RB1)
+	HORNER512X2(Z1, Z5, Z7, Z9, K1, Z11, Z15, Z17, Z19, K3, K_SA2, K_SB2)
+	HORNER512X2(Z1, Z4, Z6, Z8, K1, Z11, Z14, Z16, Z18, K3, K_RA0, K_RB0)
+	HORNER512X2(Z1, Z5, Z7, Z9, K1, Z11, Z15, Z17, Z19, K3, K_SA1, K_SB1)
+	VMULPD Z5, Z1, Z7
+	VMULPD Z15, Z11, Z17
+	VADDPD Z31, Z7, Z5
+	VADDPD Z31, Z17, Z15
+	VDIVPD Z5, Z4, Z4                  // R/S
+	VDIVPD Z15, Z14, Z14
+	VPANDQ.BCST CK(K_HI32), Z0, Z22    // z
+	VPANDQ.BCST CK(K_HI32), Z10, Z23
+	VSUBPD Z0, Z22, Z24
+	VSUBPD Z10, Z23, Z27
+	VADDPD Z0, Z22, Z25
+	VADDPD Z10, Z23, Z28
+	VMULPD Z25, Z24, Z22
+	VMULPD Z28, Z27, Z23
+	VADDPD Z4, Z22, Z22                // (z−a)(z+a) + R/S
+	VADDPD Z14, Z23, Z23
+	EXP512X2(Z22, Z24, Z25, Y26, Z26, Z23, Z27, Z28, Y29, Z29)
+	VMULPD Z22, Z20, Z20               // r
+	VMULPD Z23, Z21, Z21
+	VDIVPD Z0, Z20, Z20
+	VDIVPD Z10, Z21, Z21
+	VSUBPD Z20, Z31, Z20               // 1 − r/a
+	VSUBPD Z21, Z31, Z21
 
-	VCMPPD.BCST $1, CK(K_B2), Z2, K3 // a < 1.25
-	VMOVAPD Z10, K3, Z16
-	VCMPPD.BCST $1, CK(K_B4), Z2, K5 // a < 6
-	KNOTW K5, K5
-	VMOVAPD Z11, K5, Z16
-	VPANDQ.BCST CK(K_SIGN), Z1, Z1
-	VPXORQ Z1, Z16, Z16              // erf(x)
-	VADDPD Z11, Z16, Z16             // 1 + erf
-	VMULPD.BCST CK(K_HALF), Z0, Z0   // 0.5·v
-	VMULPD Z16, Z0, Z0
-	VCVTPD2PS Z0, Y0
-	VMOVUPS Y0, (SI)
-	ADDQ $32, SI
-	ADDQ $8, AX
-	SUBQ $8, CX
+	VCMPPD.BCST $1, CK(K_B2), Z0, K1   // a < 1.25
+	VCMPPD.BCST $1, CK(K_B2), Z10, K3
+	VMOVAPD Z2, K1, Z20
+	VMOVAPD Z12, K3, Z21
+	VCMPPD.BCST $5, CK(K_B4), Z0, K1   // a ≥ 6
+	VCMPPD.BCST $5, CK(K_B4), Z10, K3
+	VMOVAPD Z31, K1, Z20
+	VMOVAPD Z31, K3, Z21
+	VCVTPS2PD (SI), Z22                // v
+	VCVTPS2PD 32(SI), Z23
+	VPANDQ.BCST CK(K_SIGN), Z22, Z24
+	VPANDQ.BCST CK(K_SIGN), Z23, Z27
+	VPXORQ Z24, Z20, Z20               // erf(x)
+	VPXORQ Z27, Z21, Z21
+	VADDPD Z31, Z20, Z20               // 1 + erf
+	VADDPD Z31, Z21, Z21
+	VMULPD.BCST CK(K_HALF), Z22, Z22   // 0.5·v
+	VMULPD.BCST CK(K_HALF), Z23, Z23
+	VMULPD Z20, Z22, Z22
+	VMULPD Z21, Z23, Z23
+	VCVTPD2PS Z22, Y22
+	VCVTPD2PS Z23, Y23
+	VMOVUPS Y22, (SI)
+	VMOVUPS Y23, 32(SI)
+	ADDQ $64, SI
+	ADDQ $16, AX
+	SUBQ $16, CX
 	JNZ gloop512
 gdone512:
 	MOVQ AX, ret+16(FP)
@@ -797,7 +908,8 @@ gdone512:
 	VPSLLQ $52, N, N; \
 	VMULPD N, X, X
 
-// HORNER256 is HORNER512 with the lane choice as a blend mask M (set: CA).
+// HORNER256 is one unfused Horner step V = c + U·V, c being constant CA on
+// the lanes of blend mask M and CB elsewhere.
 // Scratch: P, C.
 #define HORNER256(U, V, P, C, M, CA, CB) \
 	VMOVUPD CK(CB), C; \
