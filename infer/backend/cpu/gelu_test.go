@@ -8,11 +8,18 @@ import (
 	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
-// The GELU of many rows runs on the engine's threads: the same bits as the
-// row-by-row ops.GELU (a column view too, whose rows are strided), and
-// nothing allocated once warm (the codec calls it every frame).
+// The GELU of many rows runs on the engine's threads, in the engine's
+// vector form: the same bits as the row-by-row scalar ops.GELU on every
+// kernel variant (a column view too, whose rows are strided), and nothing
+// allocated once warm (the codec calls it every frame).
 func TestGELUParallelExactNoAllocs(t *testing.T) {
-	c, err := New(Options{Threads: 2})
+	for _, kern := range ops.KernelNames() {
+		t.Run(kern, func(t *testing.T) { testGELUParallel(t, kern) })
+	}
+}
+
+func testGELUParallel(t *testing.T, kern string) {
+	c, err := New(Options{Threads: 2, Kernel: kern})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +47,17 @@ func TestGELUParallelExactNoAllocs(t *testing.T) {
 }
 
 // Gate over many rows (the LM's gated FFN: SiLU of one half times the
-// other) runs on the engine's threads with the bits of the element-by-
-// element loop, from and into strided views, allocating nothing.
+// other) runs on the engine's threads with the bits of the scalar element-
+// by-element loop on every kernel variant, from and into strided views,
+// allocating nothing.
 func TestGateParallelExactNoAllocs(t *testing.T) {
-	c, err := New(Options{Threads: 2})
+	for _, kern := range ops.KernelNames() {
+		t.Run(kern, func(t *testing.T) { testGateParallel(t, kern) })
+	}
+}
+
+func testGateParallel(t *testing.T, kern string) {
+	c, err := New(Options{Threads: 2, Kernel: kern})
 	if err != nil {
 		t.Fatal(err)
 	}
