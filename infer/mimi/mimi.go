@@ -286,8 +286,13 @@ type trStage struct {
 	out []float32 // [T][outDim]
 }
 
+// newStage sizes the stream's KV rings at the full context at once (250
+// positions: a few MiB a stream), so they are never grown, and copied, as
+// the stream runs; outputs do not depend on it (nn.Transformer.Reserve).
 func (p *projTransformer) newStage(be backend.Backend, T int) *trStage {
-	return &trStage{st: p.tr.NewState(be), out: make([]float32, T*p.outDim)}
+	st := p.tr.NewState(be)
+	p.tr.Reserve(be, st, p.tr.MaxCapacity())
+	return &trStage{st: st, out: make([]float32, T*p.outDim)}
 }
 
 func (s *trStage) reset() { s.st.Reset() }
