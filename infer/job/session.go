@@ -23,6 +23,11 @@ type Session struct {
 
 	members []*Conversation
 
+	// The codec streams of members that left, reset for the next ones
+	// that join (their buffers and KV rings already allocated).
+	spareEnc []*mimi.Encoder
+	spareDec []*mimi.Decoder
+
 	// Per-step views, reused.
 	gens    []*lm.Gen
 	ins     []lm.Input
@@ -77,10 +82,18 @@ func NewSession(eng *lm.Engine, codec *mimi.Model) *Session {
 }
 
 // Join adds a conversation; it runs from the next Step. A conversation
-// with Audio gets fresh codec streams.
+// with Audio gets fresh codec streams: new, or those of a member that left,
+// reset (Encoder.Reset and Decoder.Reset make them as new).
 func (s *Session) Join(c *Conversation) {
 	if c.Audio != nil && s.codec != nil {
-		c.enc, c.dec = s.codec.NewEncoder(), s.codec.NewDecoder()
+		if k := len(s.spareEnc); k > 0 {
+			c.enc, c.dec = s.spareEnc[k-1], s.spareDec[k-1]
+			s.spareEnc, s.spareDec = s.spareEnc[:k-1], s.spareDec[:k-1]
+			c.enc.Reset()
+			c.dec.Reset()
+		} else {
+			c.enc, c.dec = s.codec.NewEncoder(), s.codec.NewDecoder()
+		}
 	}
 	c.f = 0
 	s.members = append(s.members, c)
@@ -177,6 +190,10 @@ func (s *Session) Step() (left []*Conversation, t StepTimes, err error) {
 		c.f++
 		if c.Frames > 0 && c.f >= c.Frames {
 			left = append(left, c)
+			if c.enc != nil {
+				s.spareEnc, s.spareDec = append(s.spareEnc, c.enc), append(s.spareDec, c.dec)
+				c.enc, c.dec = nil, nil
+			}
 			continue
 		}
 		kept = append(kept, c)
