@@ -41,16 +41,30 @@ func stepAll(g *Gen, user [][]int) [][]int {
 
 // kvBits is every layer's keys and values, as bits, with the ring's end and
 // capacity.
-func kvBits(ts *nn.TransformerState) [][]uint32 {
+func kvBits(ts *nn.TransformerState) [][]uint32 { return ringBits(ts, false) }
+
+// heldKV is what a state's rings hold: per layer, End and the keys and
+// values of the slots written (all of them once a ring has wrapped, else
+// [0, End) of each head), as bits, whatever the rings' capacity.
+func heldKV(ts *nn.TransformerState) [][]uint32 { return ringBits(ts, true) }
+
+func ringBits(ts *nn.TransformerState, held bool) [][]uint32 {
 	var out [][]uint32
 	for _, r := range ts.Rings {
 		k, v := cpu.KV(r)
 		row := []uint32{uint32(r.End), uint32(r.Capacity)}
-		for _, x := range k {
-			row = append(row, math.Float32bits(x))
+		n, stride := r.Capacity*r.Dh, r.Capacity*r.Dh
+		if held {
+			row = row[:1]
+			n = min(r.End, r.Capacity) * r.Dh
 		}
-		for _, x := range v {
-			row = append(row, math.Float32bits(x))
+		for h := range r.Heads {
+			for _, x := range k[h*stride : h*stride+n] {
+				row = append(row, math.Float32bits(x))
+			}
+			for _, x := range v[h*stride : h*stride+n] {
+				row = append(row, math.Float32bits(x))
+			}
 		}
 		out = append(out, row)
 	}
@@ -201,29 +215,6 @@ func TestSnapshotCUDADry(t *testing.T) {
 		}
 		g.Close()
 	}
-}
-
-// heldKV is what a state's rings hold: per layer, End and the keys and
-// values of the slots written (all of them once a ring has wrapped, else
-// [0, End) of each head), as bits, whatever the rings' capacity.
-func heldKV(ts *nn.TransformerState) [][]uint32 {
-	var out [][]uint32
-	for _, r := range ts.Rings {
-		k, v := cpu.KV(r)
-		row := []uint32{uint32(r.End)}
-		n := min(r.End, r.Capacity) * r.Dh
-		for h := range r.Heads {
-			o := h * r.Capacity * r.Dh
-			for _, x := range k[o : o+n] {
-				row = append(row, math.Float32bits(x))
-			}
-			for _, x := range v[o : o+n] {
-				row = append(row, math.Float32bits(x))
-			}
-		}
-		out = append(out, row)
-	}
-	return out
 }
 
 // A Gen renewed after a longer conversation of other settings (its rings
