@@ -25,8 +25,7 @@ type Session struct {
 
 	// The codec streams of members that left, reset for the next ones
 	// that join (their buffers and KV rings already allocated).
-	spareEnc []*mimi.Encoder
-	spareDec []*mimi.Decoder
+	spare []streams
 
 	// Per-step views, reused.
 	gens    []*lm.Gen
@@ -81,14 +80,20 @@ func NewSession(eng *lm.Engine, codec *mimi.Model) *Session {
 	return s
 }
 
+// streams are one conversation's codec streams.
+type streams struct {
+	enc *mimi.Encoder
+	dec *mimi.Decoder
+}
+
 // Join adds a conversation; it runs from the next Step. A conversation
 // with Audio gets fresh codec streams: new, or those of a member that left,
 // reset (Encoder.Reset and Decoder.Reset make them as new).
 func (s *Session) Join(c *Conversation) {
 	if c.Audio != nil && s.codec != nil {
-		if k := len(s.spareEnc); k > 0 {
-			c.enc, c.dec = s.spareEnc[k-1], s.spareDec[k-1]
-			s.spareEnc, s.spareDec = s.spareEnc[:k-1], s.spareDec[:k-1]
+		if k := len(s.spare); k > 0 {
+			c.enc, c.dec = s.spare[k-1].enc, s.spare[k-1].dec
+			s.spare = s.spare[:k-1]
 			c.enc.Reset()
 			c.dec.Reset()
 		} else {
@@ -191,7 +196,7 @@ func (s *Session) Step() (left []*Conversation, t StepTimes, err error) {
 		if c.Frames > 0 && c.f >= c.Frames {
 			left = append(left, c)
 			if c.enc != nil {
-				s.spareEnc, s.spareDec = append(s.spareEnc, c.enc), append(s.spareDec, c.dec)
+				s.spare = append(s.spare, streams{c.enc, c.dec})
 				c.enc, c.dec = nil, nil
 			}
 			continue
