@@ -407,9 +407,14 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 		for i := 0; i < s.Rows; i++ {
 			row := rowOf(qd, qkv, r0+i)
 			if stepwise {
-				write(s.Ring, row[D:2*D], row[2*D:])
+				// Each head's job writes its own key and value first: the
+				// writes' first touches of fresh ring pages (page faults,
+				// costly on some VMs) then run on all threads.
+				c.att.k, c.att.v, c.att.slot = row[D:2*D], row[2*D:], s.Ring.End%s.Ring.Capacity
+				s.Ring.End++
 			}
 			c.attend(s.Ring, row[:D], rowOf(od, out, r0+i), end0+i, context)
+			c.att.k, c.att.v = nil, nil
 		}
 		r0 += s.Rows
 	}
@@ -468,6 +473,8 @@ type attnJob struct {
 	c      *CPU
 	r      *backend.Ring
 	q, out []float32
+	k, v   []float32 // when not nil: this position's keys and values, each head's written to its ring slot before the head attends
+	slot   int
 	valid  []int32   // ring slots the query attends to, in slot order
 	scores []float32 // [heads][capacity]
 	headFn func(int) // run, bound once so that calls allocate nothing
@@ -503,6 +510,11 @@ func (j *attnJob) run(hd int) {
 	r, e := j.r, j.c.e
 	d := ringOf(r)
 	dh := r.Dh
+	if j.k != nil {
+		o := (hd*r.Capacity + j.slot) * dh
+		copy(d.k[o:o+dh], j.k[hd*dh:(hd+1)*dh])
+		copy(d.v[o:o+dh], j.v[hd*dh:(hd+1)*dh])
+	}
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qh := j.q[hd*dh : (hd+1)*dh]
 	scores := j.scores[hd*r.Capacity : hd*r.Capacity+len(j.valid)]
