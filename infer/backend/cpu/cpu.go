@@ -371,15 +371,20 @@ func (c *CPU) FillRing(r *backend.Ring, n int) {
 
 // write stores the key and value (heads concatenated) of one position.
 func write(r *backend.Ring, k, v []float32) {
-	d := ringOf(r)
 	slot := r.End % r.Capacity
-	dh := r.Dh
 	for h := 0; h < r.Heads; h++ {
-		o := (h*r.Capacity + slot) * dh
-		copy(d.k[o:o+dh], k[h*dh:(h+1)*dh])
-		copy(d.v[o:o+dh], v[h*dh:(h+1)*dh])
+		writeHead(r, slot, h, k, v)
 	}
 	r.End++
+}
+
+// writeHead copies head hd of one position's keys k and values v into the
+// ring's slot.
+func writeHead(r *backend.Ring, slot, hd int, k, v []float32) {
+	d, dh := ringOf(r), r.Dh
+	o := (hd*r.Capacity + slot) * dh
+	copy(d.k[o:o+dh], k[hd*dh:(hd+1)*dh])
+	copy(d.v[o:o+dh], v[hd*dh:(hd+1)*dh])
 }
 
 // Attend implements backend.Backend.
@@ -410,7 +415,7 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 				// Each head's job writes its own key and value first: the
 				// writes' first touches of fresh ring pages (page faults,
 				// costly on some VMs) then run on all threads.
-				c.att.k, c.att.v, c.att.slot = row[D:2*D], row[2*D:], s.Ring.End%s.Ring.Capacity
+				c.att.k, c.att.v = row[D:2*D], row[2*D:]
 				s.Ring.End++
 			}
 			c.attend(s.Ring, row[:D], rowOf(od, out, r0+i), end0+i, context)
@@ -473,8 +478,7 @@ type attnJob struct {
 	c      *CPU
 	r      *backend.Ring
 	q, out []float32
-	k, v   []float32 // when not nil: this position's keys and values, each head's written to its ring slot before the head attends
-	slot   int
+	k, v   []float32 // when not nil: the newest position's (End−1) keys and values, each head's written to its slot before the head attends
 	valid  []int32   // ring slots the query attends to, in slot order
 	scores []float32 // [heads][capacity]
 	headFn func(int) // run, bound once so that calls allocate nothing
@@ -511,9 +515,7 @@ func (j *attnJob) run(hd int) {
 	d := ringOf(r)
 	dh := r.Dh
 	if j.k != nil {
-		o := (hd*r.Capacity + j.slot) * dh
-		copy(d.k[o:o+dh], j.k[hd*dh:(hd+1)*dh])
-		copy(d.v[o:o+dh], j.v[hd*dh:(hd+1)*dh])
+		writeHead(r, (r.End-1)%r.Capacity, hd, j.k, j.v)
 	}
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qh := j.q[hd*dh : (hd+1)*dh]
