@@ -175,7 +175,9 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 		r.weightsName = p
 	} else {
 		log.Infof("building random bf16 LM weights (dim %d, %d layers)", lmCfg.Dim, lmCfg.NumLayers)
-		if model, err = lm.Load(&lmCfg, weights.Random(lm.WeightSpecs(&lmCfg, weights.BF16), 1)); err != nil {
+		f := weights.RandomMapped(lm.WeightSpecs(&lmCfg, weights.BF16), 1)
+		defer f.Close()
+		if model, err = lm.Load(&lmCfg, f); err != nil {
 			return nil, err
 		}
 		r.weightsName = "random bf16 weights"

@@ -48,6 +48,19 @@ done
 model=(--config "$work/model/config.json" --moshi-weight "$work/model/model.safetensors" --mimi-weight "$work/model/mimi.safetensors"
   --tokenizer "$work/model/tokenizer.model" --device cpu --voice-prompt "$PWD/testdata/tiny/voices/TINYF0.wav" --greedy --seed 1 "${threads[@]}")
 
+# Both halves start from the same page cache: the model files are dropped
+# from it and read back once through pp-offline's own mapping (a one-frame
+# bench, untimed), which holds them in 2 MiB folios. A file left in the cache
+# for long can be held in 4 KiB pages instead (written and written back, or
+# partly reclaimed and read back: a VM's proactive reclaim does this to idle
+# files), and the batch reads weights held that way up to ~1.3x slower
+# (docs/PERFORMANCE.md, "Page-cache folios").
+for f in "$work/model/model.safetensors" "$work/model/mimi.safetensors"; do
+  dd if="$f" iflag=nocache count=0 status=none 2>/dev/null || echo "bench-batch: could not drop $f from the page cache" >&2
+done
+"$bin" bench --quiet --frames 1 --warmup 0 --memory-mib 16 --config "$work/model/config.json" \
+  --moshi-weight "$work/model/model.safetensors" --mimi-weight "$work/model/mimi.safetensors" "${threads[@]}" >/dev/null
+
 now() { date +%s.%N; }
 echo "bench-batch: $items separate runs of the main command" >&2
 t0=$(now)

@@ -129,10 +129,11 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	}
 
 	t0 := time.Now()
-	model, codec, err := benchModels(o, &cfg, &lmCfg, d, res)
+	model, codec, randoms, err := benchModels(o, &cfg, &lmCfg, d, res)
 	if err != nil {
 		return nil, err
 	}
+	defer closeAll(randoms)
 	defer model.Close()
 	defer codec.Close()
 	res.LoadSeconds = time.Since(t0).Seconds()
@@ -226,23 +227,35 @@ func bench(o BenchOptions) (*BenchResult, error) {
 }
 
 // benchModels loads bench's models, from files or random at the config's
-// shape, on the device (res.Weights says which). Closing them releases the
-// files.
-func benchModels(o BenchOptions, cfg *config.Config, lmCfg *config.LM, d *Device, res *BenchResult) (model *lm.Model, codec *mimi.Model, err error) {
+// shape, on the device (res.Weights says which). Closing the models releases
+// the files; closeAll(randoms) releases the random weights' memory after them.
+func benchModels(o BenchOptions, cfg *config.Config, lmCfg *config.LM, d *Device, res *BenchResult) (model *lm.Model, codec *mimi.Model, randoms []*weights.File, err error) {
+	fail := func(err error) (*lm.Model, *mimi.Model, []*weights.File, error) {
+		if model != nil {
+			model.Close()
+		}
+		closeAll(randoms)
+		return nil, nil, nil, err
+	}
+	// random weights are held like a mapped checkpoint (RandomMapped).
+	random := func(specs []weights.Spec, seed uint64) *weights.File {
+		f := weights.RandomMapped(specs, seed)
+		randoms = append(randoms, f)
+		return f
+	}
 	if o.MoshiWeight != "" {
 		model, err = lm.Open(lmCfg, o.MoshiWeight)
 		res.Weights = o.MoshiWeight
 	} else {
 		o.Log.Infof("building random bf16 LM weights (dim %d, %d layers)", lmCfg.Dim, lmCfg.NumLayers)
-		model, err = lm.Load(lmCfg, weights.Random(lm.WeightSpecs(lmCfg, weights.BF16), 1))
+		model, err = lm.Load(lmCfg, random(lm.WeightSpecs(lmCfg, weights.BF16), 1))
 		res.Weights = "random"
 	}
 	if err != nil {
-		return nil, nil, err
+		return fail(err)
 	}
 	if err := quantizeAtLoad(o.Log, model, o.Quantize, d.Host()); err != nil {
-		model.Close()
-		return nil, nil, err
+		return fail(err)
 	}
 	if o.Quantize != "" {
 		res.Weights += " (" + o.Quantize + " at load)"
@@ -253,14 +266,20 @@ func benchModels(o BenchOptions, cfg *config.Config, lmCfg *config.LM, d *Device
 	} else {
 		var specs []weights.Spec
 		if specs, err = mimi.WeightSpecs(cfg.Mimi); err == nil {
-			codec, err = mimi.Load(cfg.Mimi, weights.Random(specs, 2), d.Backend(), d.Host())
+			codec, err = mimi.Load(cfg.Mimi, random(specs, 2), d.Backend(), d.Host())
 		}
 	}
 	if err != nil {
-		model.Close()
-		return nil, nil, err
+		return fail(err)
 	}
-	return model, codec, nil
+	return model, codec, randoms, nil
+}
+
+// closeAll closes files (nil ones too).
+func closeAll(files []*weights.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // benchMemory checks the memory a bench run needs before anything loads:

@@ -78,3 +78,25 @@ func TestWeightMappingAdvisedForHugePages(t *testing.T) {
 		}
 	}
 }
+
+// RandomMapped's memory is an anonymous mapping with the same advice as a
+// weight mapping (benchmarks on random weights read huge pages, as a real
+// run reads its checkpoint's folios).
+func TestRandomMappedAdvisedForHugePages(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage"); err != nil {
+		t.Skip("this kernel has no transparent huge pages:", err)
+	}
+	f := RandomMapped([]Spec{{"x", F32, []int{1 << 20}, 1}}, 1)
+	defer f.Close()
+	if !f.mapped {
+		t.Fatal("RandomMapped fell back to the heap")
+	}
+	fl := mappingFlags(t, uintptr(unsafe.Pointer(&f.data[0])))
+	hg := false
+	for _, x := range fl {
+		hg = hg || x == "hg"
+	}
+	if !hg {
+		t.Fatalf("RandomMapped's mapping has VmFlags %v, want hg (MADV_HUGEPAGE)", fl)
+	}
+}

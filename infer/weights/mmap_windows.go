@@ -40,3 +40,7 @@ func unmapFile(data []byte) error {
 	}
 	return windows.UnmapViewOfFile(uintptr(unsafe.Pointer(&data[0])))
 }
+
+// anonBytes returns size bytes of zeroed heap memory and false (Windows has
+// no hint for large pages without a privilege; see mmap_unix.go).
+func anonBytes(size int) ([]byte, bool) { return make([]byte, size), false }

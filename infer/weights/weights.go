@@ -73,7 +73,7 @@ type File struct {
 	Path     string
 	Metadata map[string]string
 	data     []byte
-	mapped   bool
+	mapped   bool        // data is a mapping that Close unmaps (a file's, or RandomMapped's)
 	opened   os.FileInfo // the file as mapped (CheckIntact)
 	tensors  map[string]*Tensor
 	names    []string

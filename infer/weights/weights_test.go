@@ -252,3 +252,23 @@ func TestWriteRandomEqualsRandom(t *testing.T) {
 		t.Fatal("WriteRandom ignores its seed")
 	}
 }
+
+// RandomMapped holds the same bytes as Random (outside the heap where it
+// can), and Close releases them.
+func TestRandomMappedIsRandom(t *testing.T) {
+	specs := []Spec{{"a", BF16, []int{300, 1000}, 0.02}, {"n", BF16, []int{7}, 0}, {"f", F32, []int{5, 3}, 0.5}}
+	a, m := Random(specs, 3), RandomMapped(specs, 3)
+	for _, name := range []string{"a", "n", "f"} {
+		ta, _ := a.Get(name)
+		tm, _ := m.Get(name)
+		if !bytes.Equal(ta.Data, tm.Data) {
+			t.Fatalf("tensor %s differs between Random and RandomMapped", name)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m.data != nil {
+		t.Fatal("Close kept RandomMapped's memory")
+	}
+}

@@ -81,14 +81,34 @@ type Spec struct {
 // The bulk is filled in parallel, chunk by chunk with per-chunk seeds, so
 // the content depends on the seed only. Memory: the sum of the tensor sizes.
 func Random(specs []Spec, seed uint64) *File {
+	return random(specs, seed, false)
+}
+
+// RandomMapped is Random in one anonymous mapping outside Go's heap, advised
+// for huge pages like a mapped checkpoint (anonBytes), so that a benchmark on
+// random weights reads them from the same kind of pages as a real run (on
+// Linux a checkpoint's mapping is held in 2 MiB folios, the heap in 4 KiB
+// pages, and the batch tiles read the latter ~10 % slower: docs/PERFORMANCE.md).
+// The caller must Close the file (it unmaps the memory) and not before its
+// tensors are done with. Where no such mapping can be made it is Random.
+func RandomMapped(specs []Spec, seed uint64) *File {
+	return random(specs, seed, true)
+}
+
+func random(specs []Spec, seed uint64, mapped bool) *File {
 	size := 0
 	offs := make([]int, len(specs))
 	for i, s := range specs {
 		offs[i] = size
 		size += specBytes(&s)
 	}
-	data := make([]byte, size)
-	f := &File{Path: "random", data: data, tensors: map[string]*Tensor{}}
+	var data []byte
+	if mapped {
+		data, mapped = anonBytes(size)
+	} else {
+		data = make([]byte, size)
+	}
+	f := &File{Path: "random", data: data, mapped: mapped, tensors: map[string]*Tensor{}}
 	g := newRandomFiller(seed)
 	for i := range specs {
 		s := &specs[i]
