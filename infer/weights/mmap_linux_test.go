@@ -39,6 +39,18 @@ func mappingFlags(t *testing.T, addr uintptr) []string {
 	return nil
 }
 
+// advisedHuge reports whether the mapping holding data is marked
+// MADV_HUGEPAGE ("hg"), with its VmFlags.
+func advisedHuge(t *testing.T, data []byte) ([]string, bool) {
+	fl := mappingFlags(t, uintptr(unsafe.Pointer(&data[0])))
+	for _, x := range fl {
+		if x == "hg" {
+			return fl, true
+		}
+	}
+	return fl, false
+}
+
 // The weight mapping carries MADV_HUGEPAGE ("hg" in smaps), so that the
 // kernel reads a cold file into 2 MiB folios; the mapping is still the
 // file's bytes.
@@ -59,12 +71,7 @@ func TestWeightMappingAdvisedForHugePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fl := mappingFlags(t, uintptr(unsafe.Pointer(&f.data[0])))
-	hg := false
-	for _, x := range fl {
-		hg = hg || x == "hg"
-	}
-	if !hg {
+	if fl, ok := advisedHuge(t, f.data); !ok {
 		t.Fatalf("the weight mapping has VmFlags %v, want hg (MADV_HUGEPAGE)", fl)
 	}
 	x, err := f.Get("x", len(v))
@@ -91,12 +98,7 @@ func TestRandomMappedAdvisedForHugePages(t *testing.T) {
 	if !f.mapped {
 		t.Fatal("RandomMapped fell back to the heap")
 	}
-	fl := mappingFlags(t, uintptr(unsafe.Pointer(&f.data[0])))
-	hg := false
-	for _, x := range fl {
-		hg = hg || x == "hg"
-	}
-	if !hg {
+	if fl, ok := advisedHuge(t, f.data); !ok {
 		t.Fatalf("RandomMapped's mapping has VmFlags %v, want hg (MADV_HUGEPAGE)", fl)
 	}
 }
