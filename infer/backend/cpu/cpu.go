@@ -47,7 +47,7 @@ func New(o Options) (*CPU, error) {
 func newCPU(e *ops.Engine) *CPU {
 	c := &CPU{e: e}
 	c.att.c = c
-	c.att.headFn = c.att.run
+	c.att.unitFn = c.att.run
 	c.pieces.fn = c.pieces.run
 	return c
 }
@@ -369,15 +369,6 @@ func (c *CPU) FillRing(r *backend.Ring, n int) {
 	r.End += n
 }
 
-// write stores the key and value (heads concatenated) of one position.
-func write(r *backend.Ring, k, v []float32) {
-	slot := r.End % r.Capacity
-	for h := 0; h < r.Heads; h++ {
-		writeHead(r, slot, h, k, v)
-	}
-	r.End++
-}
-
 // writeHead copies head hd of one position's keys k and values v into the
 // ring's slot.
 func writeHead(r *backend.Ring, slot, hd int, k, v []float32) {
@@ -387,45 +378,71 @@ func writeHead(r *backend.Ring, slot, hd int, k, v []float32) {
 	copy(d.v[o:o+dh], v[hd*dh:(hd+1)*dh])
 }
 
-// Attend implements backend.Backend.
+// Attend implements backend.Backend. The work is split into one unit per
+// (sequence, head): a unit writes its head's keys and values of the
+// sequence's rows into the ring (all of them first, or each just before its
+// query when stepwise) and computes that head of every row's query in row
+// order. Heads never read each other's part of a ring, so the units run on
+// the engine's threads in any order with the results of running the rows
+// one by one, and the first touches of fresh ring pages (page faults,
+// costly on some VMs) are spread over the threads too.
 func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, stepwise bool) {
-	qd, od := data(qkv), data(out)
 	D := out.Cols
 	if qkv.Cols != 3*D || qkv.Rows != out.Rows {
 		panic(fmt.Sprintf("cpu: Attend: qkv %d×%d, out %d×%d", qkv.Rows, qkv.Cols, out.Rows, out.Cols))
 	}
-	r0 := 0
+	j := &c.att
+	j.qd, j.od, j.qkv, j.out, j.stepwise = data(qkv), data(out), qkv, out, stepwise
+	j.units, j.maxCap = j.units[:0], 0
+	rows := 0
 	for _, s := range seqs {
-		if s.Ring.Heads*s.Ring.Dh != D {
-			panic(fmt.Sprintf("cpu: Attend: ring of %d×%d for rows of %d", s.Ring.Heads, s.Ring.Dh, D))
-		}
-		if !stepwise {
-			for i := r0; i < r0+s.Rows; i++ {
-				row := rowOf(qd, qkv, i)
-				write(s.Ring, row[D:2*D], row[2*D:])
-			}
-		}
-		end0 := s.Ring.End - s.Rows
-		if stepwise {
-			end0 = s.Ring.End
+		j.maxCap = max(j.maxCap, s.Ring.Capacity)
+		rows += s.Rows
+	}
+	if rows != qkv.Rows {
+		panic(fmt.Sprintf("cpu: Attend: sequences cover %d of %d rows", rows, qkv.Rows))
+	}
+	// Each row's visible slots, once for all its heads: a ring's positions
+	// are known before its keys are written.
+	if n := rows * j.maxCap; cap(j.valid) < n {
+		j.valid = make([]int32, n)
+	}
+	j.nvalid = j.nvalid[:0]
+	r0, work := 0, 0
+	for _, s := range seqs {
+		r := s.Ring
+		if r.Heads*r.Dh != D {
+			panic(fmt.Sprintf("cpu: Attend: ring of %d×%d for rows of %d", r.Heads, r.Dh, D))
 		}
 		for i := 0; i < s.Rows; i++ {
-			row := rowOf(qd, qkv, r0+i)
+			end := r.End + s.Rows
 			if stepwise {
-				// Each head's job writes its own key and value first: the
-				// writes' first touches of fresh ring pages (page faults,
-				// costly on some VMs) then run on all threads.
-				c.att.k, c.att.v = row[D:2*D], row[2*D:]
-				s.Ring.End++
+				end = r.End + i + 1
 			}
-			c.attend(s.Ring, row[:D], rowOf(od, out, r0+i), end0+i, context)
-			c.att.k, c.att.v = nil, nil
+			o := (r0 + i) * j.maxCap
+			v := visibleSlots(j.valid[o:o:o+j.maxCap], r, end, r.End+i, context)
+			j.nvalid = append(j.nvalid, len(v))
+			work += len(v) * D
+		}
+		for hd := 0; hd < r.Heads; hd++ {
+			j.units = append(j.units, attnUnit{r: r, row0: r0, rows: s.Rows, end0: r.End, hd: hd})
 		}
 		r0 += s.Rows
 	}
-	if r0 != qkv.Rows {
-		panic(fmt.Sprintf("cpu: Attend: sequences cover %d of %d rows", r0, qkv.Rows))
+	if n := len(j.units) * j.maxCap; cap(j.scores) < n {
+		j.scores = make([]float32, n)
 	}
+	if len(j.units) > 1 && work >= parallelAttention {
+		c.e.Parallel(len(j.units), j.unitFn)
+	} else {
+		for u := range j.units {
+			j.run(u)
+		}
+	}
+	for _, s := range seqs {
+		s.Ring.End += s.Rows
+	}
+	j.qd, j.od, j.units = nil, nil, j.units[:0]
 }
 
 // pieceJob is one elementwise op over many rows, split into pieces of
@@ -471,59 +488,86 @@ func (j *pieceJob) run(k int) {
 	}
 }
 
-// attnJob is one query's attention, split by head (each head's output is
-// computed by one thread in a fixed order, so results do not depend on the
-// thread count).
+// attnJob is one Attend call's work, split into units (Attend).
 type attnJob struct {
-	c      *CPU
-	r      *backend.Ring
-	q, out []float32
-	k, v   []float32 // when not nil: the newest position's (End−1) keys and values, each head's written to its slot before the head attends
-	valid  []int32   // ring slots the query attends to, in slot order
-	scores []float32 // [heads][capacity]
-	headFn func(int) // run, bound once so that calls allocate nothing
+	c        *CPU
+	qd, od   []float32
+	qkv, out backend.Acts
+	stepwise bool
+	units    []attnUnit
+	maxCap   int
+	valid    []int32   // [row][maxCap]: the slots row's query attends to, in slot order
+	nvalid   []int     // [row]: how many
+	scores   []float32 // [unit][maxCap]
+	unitFn   func(int) // run, bound once so that calls allocate nothing
 }
 
-// parallelAttention is the work (valid keys × d_model) above which heads are
-// spread over the worker pool.
+// attnUnit is one head of one sequence's rows: rows of qkv from row0, the
+// ring's End before the call end0.
+type attnUnit struct {
+	r                    *backend.Ring
+	row0, rows, end0, hd int
+}
+
+// parallelAttention is the work (rows × visible keys × d_model) above which
+// the units are spread over the worker pool.
 const parallelAttention = 1 << 16
 
-// attend computes softmax(q·kᵀ/√d + mask)·v per head for a query at posQ.
-func (c *CPU) attend(r *backend.Ring, q, out []float32, posQ, context int) {
-	j := &c.att
-	j.r, j.q, j.out = r, q, out
-	j.valid = j.valid[:0]
-	for slot := 0; slot < r.Capacity; slot++ {
-		if backend.Visible(posQ, backend.RingPosition(r.End, r.Capacity, slot), context) {
-			j.valid = append(j.valid, int32(slot))
+// run computes unit u.
+func (j *attnJob) run(u int) {
+	un := &j.units[u]
+	r, D := un.r, j.out.Cols
+	scores := j.scores[u*j.maxCap : (u+1)*j.maxCap]
+	if !j.stepwise {
+		for i := 0; i < un.rows; i++ {
+			row := rowOf(j.qd, j.qkv, un.row0+i)
+			writeHead(r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
 		}
 	}
-	if n := r.Heads * r.Capacity; cap(j.scores) < n {
-		j.scores = make([]float32, n)
-	}
-	if r.Heads > 1 && len(j.valid)*r.Heads*r.Dh >= parallelAttention {
-		c.e.Parallel(r.Heads, j.headFn)
-		return
-	}
-	for hd := 0; hd < r.Heads; hd++ {
-		j.run(hd)
+	for i := 0; i < un.rows; i++ {
+		row := rowOf(j.qd, j.qkv, un.row0+i)
+		if j.stepwise {
+			writeHead(r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
+		}
+		o := (un.row0 + i) * j.maxCap
+		valid := j.valid[o : o+j.nvalid[un.row0+i]]
+		attendHead(j.c.e, r, un.hd, row[:D], rowOf(j.od, j.out, un.row0+i), valid, scores)
 	}
 }
 
-func (j *attnJob) run(hd int) {
-	r, e := j.r, j.c.e
+// visibleSlots appends to valid the slots of a ring whose End is end that
+// a query at posQ attends to, in slot order.
+func visibleSlots(valid []int32, r *backend.Ring, end, posQ, context int) []int32 {
+	for slot := 0; slot < r.Capacity; slot++ {
+		if backend.Visible(posQ, backend.RingPosition(end, r.Capacity, slot), context) {
+			valid = append(valid, int32(slot))
+		}
+	}
+	return valid
+}
+
+// attend computes every head of one query at posQ against the ring as it
+// stands (tests: one query, one thread).
+func (c *CPU) attend(r *backend.Ring, q, out []float32, posQ, context int) {
+	valid := visibleSlots(nil, r, r.End, posQ, context)
+	scores := make([]float32, r.Capacity)
+	for hd := 0; hd < r.Heads; hd++ {
+		attendHead(c.e, r, hd, q, out, valid, scores)
+	}
+}
+
+// attendHead computes head hd of softmax(q·kᵀ/√d + mask)·v over the valid
+// slots into out (q and out: all heads), with scores as scratch.
+func attendHead(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid []int32, scores []float32) {
 	d := ringOf(r)
 	dh := r.Dh
-	if j.k != nil {
-		writeHead(r, (r.End-1)%r.Capacity, hd, j.k, j.v)
-	}
 	scale := float32(1 / math.Sqrt(float64(dh)))
-	qh := j.q[hd*dh : (hd+1)*dh]
-	scores := j.scores[hd*r.Capacity : hd*r.Capacity+len(j.valid)]
+	qh := q[hd*dh : (hd+1)*dh]
+	scores = scores[:len(valid)]
 	// This head's keys and values: row slot at slot·dh.
 	kh := d.k[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
 	vh := d.v[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
-	e.DotRows(scores, qh, kh, dh, j.valid)
+	e.DotRows(scores, qh, kh, dh, valid)
 	maxv := float32(math.Inf(-1))
 	for i, v := range scores {
 		v *= scale
@@ -538,13 +582,13 @@ func (j *attnJob) run(hd int) {
 	for _, ex := range scores {
 		sum += ex
 	}
-	oh := j.out[hd*dh : (hd+1)*dh]
+	oh := out[hd*dh : (hd+1)*dh]
 	clear(oh)
 	inv := 1 / sum
 	for i := range scores {
 		scores[i] *= inv // the weight each value row is added with
 	}
-	e.AxpyRows(oh, scores, vh, dh, j.valid)
+	e.AxpyRows(oh, scores, vh, dh, valid)
 }
 
 var _ backend.Backend = (*CPU)(nil)
