@@ -24,9 +24,54 @@ type seanetBatch struct {
 	ns    []int
 	skip  [][]float32
 	nskip []int
+
+	// The per-stream parts of a stage, run on the engine's threads when
+	// they are large (parallelStreams): the input loads of conv (the ELU
+	// of the layer's input, the copy into the stream's history) and the
+	// residual sums of res. Each stream's work is its own, so the results
+	// are the same in any order.
+	lc            []*convStage
+	lxs           [][]float32
+	lts           []int
+	loadFn, addFn func(int)
 }
 
-func newSeanetBatch(e *ops.Engine) *seanetBatch { return &seanetBatch{e: e} }
+// parallelStreams is the floats of per-stream work above which it runs on
+// the engine's threads.
+const parallelStreams = 1 << 15
+
+func newSeanetBatch(e *ops.Engine) *seanetBatch {
+	b := &seanetBatch{e: e}
+	b.loadFn, b.addFn = b.loadOne, b.addOne
+	return b
+}
+
+// perStream runs f(i) for every stream i, on the engine's threads when the
+// streams' work (floats in all) is large.
+func (b *seanetBatch) perStream(n, floats int, f func(int)) {
+	if n > 1 && floats >= parallelStreams {
+		b.e.Parallel(n, f)
+		return
+	}
+	for i := range n {
+		f(i)
+	}
+}
+
+// loadOne loads stream i's input into the stage of conv being run and sets
+// its segment of the batched product.
+func (b *seanetBatch) loadOne(i int) {
+	s := b.lc[i]
+	buf, n := s.load(b.lxs[i], b.lts[i])
+	s.out = grow(s.out, n*s.l.c.Out)
+	b.segs[i] = ops.ConvSeg{Dst: s.out, Src: buf, T: n}
+}
+
+// addOne adds stream i's shortcut into its branch's rows (res).
+func (b *seanetBatch) addOne(i int) {
+	y := b.ys[i]
+	ops.Add(y, b.skip[i][:len(y)])
+}
 
 // at returns s resized to n (contents not kept when it grows).
 func at[T any](s []T, n int) []T {
@@ -70,11 +115,13 @@ func (b *seanetBatch) forward(ss []stage, xs [][]float32, ts []int) {
 func (b *seanetBatch) conv(cs []*convStage, xs [][]float32, ts []int) {
 	c := cs[0].l.c
 	b.segs = at(b.segs, len(cs))
-	for i, s := range cs {
-		buf, n := s.load(xs[i], ts[i])
-		s.out = grow(s.out, n*c.Out)
-		b.segs[i] = ops.ConvSeg{Dst: s.out, Src: buf, T: n}
+	b.lc, b.lxs, b.lts = cs, xs, ts
+	floats := 0
+	for _, t := range ts[:len(cs)] {
+		floats += t * c.In
 	}
+	b.perStream(len(cs), floats, b.loadFn)
+	b.lc, b.lxs, b.lts = nil, nil, nil
 	c.ForwardBatch(b.e, b.segs, &b.sc)
 	for i, s := range cs {
 		n := b.segs[i].T
@@ -132,16 +179,20 @@ func (b *seanetBatch) res(ss []stage, xs [][]float32, ts []int) {
 		b.conv(cs, b.skip, b.nskip)
 	}
 	b.convs = cs
+	floats := 0
 	for i := range ss {
-		y, n := b.ys[i], b.ns[i]
+		n := b.ns[i]
 		if first.shortcut != nil && b.nskip[i] != n {
 			panic(fmt.Sprintf("mimi: residual block: shortcut gave %d rows, branch %d", b.nskip[i], n))
 		}
 		if n != ts[i] && first.shortcut == nil {
 			panic(fmt.Sprintf("mimi: residual block: branch gave %d rows for %d inputs", n, ts[i]))
 		}
-		ops.Add(y, b.skip[i][:len(y)])
-		xs[i], ts[i] = y, n
+		floats += len(b.ys[i])
+	}
+	b.perStream(B, floats, b.addFn)
+	for i := range ss {
+		xs[i], ts[i] = b.ys[i], b.ns[i]
 	}
 	clear(b.ys)
 	clear(b.skip)
