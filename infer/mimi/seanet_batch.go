@@ -26,14 +26,15 @@ type seanetBatch struct {
 	nskip []int
 
 	// The per-stream parts of a stage, run on the engine's threads when
-	// they are large (parallelStreams): the input loads of conv (the ELU
-	// of the layer's input, the copy into the stream's history) and the
-	// residual sums of res. Each stream's work is its own, so the results
-	// are the same in any order.
-	lc            []*convStage
-	lxs           [][]float32
-	lts           []int
-	loadFn, addFn func(int)
+	// they are large (parallelStreams): the input loads of conv and convTr
+	// (the ELU of the layer's input, the copy into the stream's history)
+	// and the residual sums of res. Each stream's work is its own, so the
+	// results are the same in any order.
+	lc                      []*convStage
+	ltr                     []*convTrStage
+	lxs                     [][]float32
+	lts                     []int
+	loadFn, loadTrFn, addFn func(int)
 }
 
 // parallelStreams is the floats of per-stream work above which it runs on
@@ -42,7 +43,7 @@ const parallelStreams = 1 << 15
 
 func newSeanetBatch(e *ops.Engine) *seanetBatch {
 	b := &seanetBatch{e: e}
-	b.loadFn, b.addFn = b.loadOne, b.addOne
+	b.loadFn, b.loadTrFn, b.addFn = b.loadOne, b.loadTrOne, b.addOne
 	return b
 }
 
@@ -65,6 +66,27 @@ func (b *seanetBatch) loadOne(i int) {
 	buf, n := s.load(b.lxs[i], b.lts[i])
 	s.out = grow(s.out, n*s.l.c.Out)
 	b.segs[i] = ops.ConvSeg{Dst: s.out, Src: buf, T: n}
+}
+
+// loadTrOne loads stream i's input into the stage of convTr being run and
+// sets its segment of the batched product.
+func (b *seanetBatch) loadTrOne(i int) {
+	s, T := b.ltr[i], b.lts[i]
+	s.out = grow(s.out, T*s.l.c.Stride*s.l.c.Out)
+	b.segs[i] = ops.ConvSeg{Dst: s.out, T: T}
+	if T > 0 {
+		b.segs[i].Src = s.load(b.lxs[i], T)
+	}
+}
+
+// loadFloats is the input floats of the streams' next stage: ts[:n] rows
+// of in floats.
+func loadFloats(ts []int, n, in int) int {
+	f := 0
+	for _, t := range ts[:n] {
+		f += t * in
+	}
+	return f
 }
 
 // addOne adds stream i's shortcut into its branch's rows (res).
@@ -116,11 +138,7 @@ func (b *seanetBatch) conv(cs []*convStage, xs [][]float32, ts []int) {
 	c := cs[0].l.c
 	b.segs = at(b.segs, len(cs))
 	b.lc, b.lxs, b.lts = cs, xs, ts
-	floats := 0
-	for _, t := range ts[:len(cs)] {
-		floats += t * c.In
-	}
-	b.perStream(len(cs), floats, b.loadFn)
+	b.perStream(len(cs), loadFloats(ts, len(cs), c.In), b.loadFn)
 	b.lc, b.lxs, b.lts = nil, nil, nil
 	c.ForwardBatch(b.e, b.segs, &b.sc)
 	for i, s := range cs {
@@ -135,14 +153,9 @@ func (b *seanetBatch) conv(cs []*convStage, xs [][]float32, ts []int) {
 func (b *seanetBatch) convTr(cs []*convTrStage, xs [][]float32, ts []int) {
 	c := cs[0].l.c
 	b.segs = at(b.segs, len(cs))
-	for i, s := range cs {
-		T := ts[i]
-		s.out = grow(s.out, T*c.Stride*c.Out)
-		b.segs[i] = ops.ConvSeg{Dst: s.out, T: T}
-		if T > 0 {
-			b.segs[i].Src = s.load(xs[i], T)
-		}
-	}
+	b.ltr, b.lxs, b.lts = cs, xs, ts
+	b.perStream(len(cs), loadFloats(ts, len(cs), c.In), b.loadTrFn)
+	b.ltr, b.lxs, b.lts = nil, nil, nil
 	c.ForwardBatch(b.e, b.segs, &b.sc)
 	for i, s := range cs {
 		if T := b.segs[i].T; T > 0 {
