@@ -9,6 +9,16 @@ import (
 	"github.com/pp-offline/pp-offline/infer/ops"
 )
 
+// attend computes every head of one query at posQ against the ring as it
+// stands, with Attend's head computation (one query, one thread).
+func (c *CPU) attend(r *backend.Ring, q, out []float32, posQ, context int) {
+	valid := visibleSlots(nil, r, r.End, posQ, context)
+	scores := make([]float32, r.Capacity)
+	for hd := 0; hd < r.Heads; hd++ {
+		attendHead(c.e, r, hd, q, out, valid, scores)
+	}
+}
+
 // attendPerRow is attention as it was computed before the row kernels: one
 // Dot per key and one Axpy per value.
 func attendPerRow(e *ops.Engine, r *backend.Ring, q, out []float32, posQ, context int) {

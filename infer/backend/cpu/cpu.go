@@ -546,16 +546,6 @@ func visibleSlots(valid []int32, r *backend.Ring, end, posQ, context int) []int3
 	return valid
 }
 
-// attend computes every head of one query at posQ against the ring as it
-// stands (tests: one query, one thread).
-func (c *CPU) attend(r *backend.Ring, q, out []float32, posQ, context int) {
-	valid := visibleSlots(nil, r, r.End, posQ, context)
-	scores := make([]float32, r.Capacity)
-	for hd := 0; hd < r.Heads; hd++ {
-		attendHead(c.e, r, hd, q, out, valid, scores)
-	}
-}
-
 // attendHead computes head hd of softmax(q·kᵀ/√d + mask)·v over the valid
 // slots into out (q and out: all heads), with scores as scratch.
 func attendHead(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid []int32, scores []float32) {
