@@ -4,9 +4,9 @@
 
 // ---- horizontal sums in the fixed tree order ----
 
-// HSUM512 sums the 16 lanes of Z into the low lane of X (X is Z's low
-// part) and stores it to DST. Scratch: Z31. AVX-512F instructions only.
-#define HSUM512(Z, X, DST) \
+// HSUM16TO folds Z's 16 lanes in halves (8, 4, 2, 1 apart) into the low
+// lane of X (Z's low part). Scratch: Z31. AVX-512F instructions only.
+#define HSUM16TO(Z, X) \
 	VEXTRACTF64X4 $1, Z, Y31; \
 	VADDPS Z31, Z, Z; \
 	VEXTRACTF32X4 $1, Z, X31; \
@@ -14,7 +14,12 @@
 	VPERMILPS $0x0E, Z, Z31; \
 	VADDPS Z31, Z, Z; \
 	VMOVSHDUP Z, Z31; \
-	VADDSS X31, X, X; \
+	VADDSS X31, X, X
+
+// HSUM512 sums the 16 lanes of Z into the low lane of X and stores it to
+// DST.
+#define HSUM512(Z, X, DST) \
+	HSUM16TO(Z, X); \
 	VMOVSS X, DST
 
 // HSUM32_512 reduces 32 lanes held as ZA (0-15) and ZB (16-31).
@@ -22,16 +27,21 @@
 	VADDPS ZB, ZA, ZA; \
 	HSUM512(ZA, XA, DST)
 
+// HSUM8TO folds Y's 8 lanes in halves (4, 2, 1 apart) into the low lane
+// of X (Y's low part). Scratch: X15.
+#define HSUM8TO(Y, X) \
+	VEXTRACTF128 $1, Y, X15; \
+	VADDPS X15, X, X; \
+	VPERMILPS $0x0E, X, X15; \
+	VADDPS X15, X, X; \
+	VMOVSHDUP X, X15; \
+	VADDSS X15, X, X
+
 // HSUM256 sums lanes 0-7 (YL) and 8-15 (YH) into the low lane of XL (YL's
 // low part) and stores it to DST. Scratch: Y15.
 #define HSUM256(YL, YH, XL, DST) \
 	VADDPS YH, YL, YL; \
-	VEXTRACTF128 $1, YL, X15; \
-	VADDPS X15, XL, XL; \
-	VPERMILPS $0x0E, XL, X15; \
-	VADDPS X15, XL, XL; \
-	VMOVSHDUP XL, X15; \
-	VADDSS X15, XL, XL; \
+	HSUM8TO(YL, XL); \
 	VMOVSS XL, DST
 
 // HSUM32_256 reduces 32 lanes held as Y0-7, Y8-15, Y16-23, Y24-31 (names

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -58,5 +60,34 @@ func TestMatMulTilesBounds(t *testing.T) {
 				m.mmtCall(k.id, tc.r, 3, 1, tc.cb, tc.n, 4, &xp, acc, 0)
 			})
 		}
+	}
+}
+
+// mmtEvenOdd writes each 32-float group as its even elements, then its
+// odd ones (the bf16 tiles' input layout), and nothing past n.
+func TestMMTEvenOdd(t *testing.T) {
+	if !cpu.X86.HasAVX2 {
+		t.Skip("no AVX2")
+	}
+	const n = 96
+	src := make([]float32, n)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	dst := make([]float32, n+1)
+	dst[n] = -1
+	mmtEvenOdd(&dst[0], &src[0], n)
+	for i := range n {
+		g, k := i/32, i%32
+		want := float32(32*g + 2*k)
+		if k >= 16 {
+			want = float32(32*g + 2*(k-16) + 1)
+		}
+		if dst[i] != want {
+			t.Fatalf("dst[%d] = %g, want %g", i, dst[i], want)
+		}
+	}
+	if dst[n] != -1 {
+		t.Fatalf("wrote past n: %g", dst[n])
 	}
 }

@@ -17,7 +17,10 @@ import (
 // weights stays in L2 for the next input tiles. A tile's 32-lane
 // accumulators go to memory between blocks. Each output keeps the lane
 // order of the matrix-vector product, so it has its bits. Quantized
-// weights are dequantized in registers inside the tile.
+// weights are dequantized in registers inside the tile. The bf16 tiles
+// widen a row's 32-column group as its even and its odd columns (two ALU
+// operations, not four) and so take their inputs in that order: a copy
+// of each input in the even/odd layout (mmtEvenOdd), made once a call.
 
 //go:noescape
 func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -48,6 +51,13 @@ func mmtQ4_KAVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, 
 
 //go:noescape
 func mmtQ4_KAVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+// mmtEvenOdd writes src's n floats (a multiple of 32) to dst in the bf16
+// tiles' input layout: per 32-float group, the 16 even elements, then the
+// 16 odd ones (mmtile_amd64.s; AVX2).
+//
+//go:noescape
+func mmtEvenOdd(dst, src *float32, n int)
 
 //go:noescape
 func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -88,7 +98,10 @@ const (
 	mmtAccFloats = 24 * 16
 )
 
-type mmtScratch struct{ acc []float32 }
+type mmtScratch struct {
+	acc []float32
+	xe  []float32 // the inputs in the even/odd layout (bf16)
+}
 
 var mmtPool = sync.Pool{New: func() any { return new(mmtScratch) }}
 
@@ -157,6 +170,15 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 	if need := mmtGroupRows / R * ntiles * accF; cap(s.acc) < need {
 		s.acc = make([]float32, need)
 	}
+	eo := m.DType == weights.BF16
+	if eo {
+		if need := len(xs) * nl; cap(s.xe) < need {
+			s.xe = make([]float32, need)
+		}
+		for t, x := range xs {
+			mmtEvenOdd(&s.xe[t*nl], &x[0], nl)
+		}
+	}
 	nrt := mmtGroupRows / R // row tiles of a group
 	for p0 := 0; p0 < len(xs); p0 += tb {
 		p1 := min(p0+tb, len(xs))
@@ -182,9 +204,12 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 					}
 					var xp [4]*float32
 					for j := range tl.T {
-						if j < tn {
+						switch {
+						case j < tn && eo:
+							xp[j] = &s.xe[(p0+tl.t0+j)*nl+cb]
+						case j < tn:
 							xp[j] = &xs[p0+tl.t0+j][cb]
-						} else {
+						default:
 							xp[j] = xp[0]
 						}
 					}

@@ -11,7 +11,9 @@
 // over them. Every output keeps the 32-lane contract of matvec_portable.go:
 // element j goes to lane j%32 with one FMA, j ascending across the blocks,
 // and the last block sums the lanes in the fixed tree (HSUM32_*), so each
-// output has the bits of the matrix-vector product.
+// output has the bits of the matrix-vector product. The bf16 tiles hold
+// the lanes in an even/odd order and take their inputs in it (see "the
+// even/odd layout" below), with the same bits.
 //
 // Quantized weights are computed in registers inside the tile, as the mv
 // kernels of quant_amd64.s compute them — Q8_0: d·q (VCVTPH2PS, VPMOVSXBD,
@@ -35,9 +37,10 @@
 // AVX-512 tiles: 3 rows × 4 (or 2) inputs; output i's lanes 0-15 and 16-31
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
 // weights through Z24-Z26, inputs through Z27 (x pointers BX, CX, DX, DI),
-// Q8_0 scales or Q4_K tables in Z28-Z30, the Q4_K nibble values 0…15 in
-// Z31. AVX2 tiles: 1 row × 3 inputs; input t's lane groups 8q…8q+7 in
-// Y(4t+q); weights through Y12. AX is the column, R12 n, R8 the stride,
+// Q8_0 scales or Q4_K tables in Z28-Z30 (bf16: the odd columns' mask in
+// Z28), the Q4_K nibble values 0…15 in Z31. AVX2 tiles: 1 row × 3 inputs;
+// input t's lane groups 8q…8q+7 in Y(4t+q) (bf16: the even/odd groups);
+// weights through Y12 (bf16: loaded into Y13, the mask in Y14). AX is the column, R12 n, R8 the stride,
 // R13 3·stride (the prefetch offset), R11 the state pointer, R14 scratch.
 
 #define FL_LOAD 1
@@ -232,6 +235,67 @@
 	HSUM32_256(Y0, Y1, Y2, Y3, X0, 0(R11)); \
 	HSUM32_256(Y4, Y5, Y6, Y7, X4, 4(R11)); \
 	HSUM32_256(Y8, Y9, Y10, Y11, X8, 8(R11))
+
+// ---- the even/odd layout of the bf16 tiles ----
+//
+// A bf16 tile reads each 32-column group of a row as 16 dwords: shifted
+// left by 16 they are the group's even columns as float32, masked with
+// 0xFFFF0000 its odd columns, two ALU operations per 32 weights where
+// widening each half costs four (the widening is a shuffle, which shares
+// the FMA ports on Intel cores). Its inputs come in the matching order
+// (mmtEvenOdd: per group the 16 even, then the 16 odd elements), so
+// contract lane 2k of output i is lane k of its even register, lane 2k+1
+// lane k of its odd one: each lane still gets its columns in ascending
+// order, one FMA each. The fixed tree of HSUM32_* folds lanes 16, 8, 4, 2
+// apart, which pairs even lanes with even lanes and odd with odd, then
+// lane 0 with lane 1: on this layout it is the same tree of halves within
+// each register (HSUM16TO, HSUM8TO of hsum_amd64.h), then the even sum
+// plus the odd one, so every output keeps its bits.
+
+// HSUMEO512: output of even lanes ZE, odd lanes ZO → DST.
+#define HSUMEO512(ZE, ZO, XE, XO, DST) \
+	HSUM16TO(ZE, XE); \
+	HSUM16TO(ZO, XO); \
+	VADDSS XO, XE, XE; \
+	VMOVSS XE, DST
+
+#define ZHSUM6EO \
+	HSUMEO512(Z0, Z1, X0, X1, 0(R11)); \
+	HSUMEO512(Z2, Z3, X2, X3, 4(R11)); \
+	HSUMEO512(Z4, Z5, X4, X5, 8(R11)); \
+	HSUMEO512(Z6, Z7, X6, X7, 12(R11)); \
+	HSUMEO512(Z8, Z9, X8, X9, 16(R11)); \
+	HSUMEO512(Z10, Z11, X10, X11, 20(R11))
+
+#define ZHSUM12EO \
+	ZHSUM6EO; \
+	HSUMEO512(Z12, Z13, X12, X13, 24(R11)); \
+	HSUMEO512(Z14, Z15, X14, X15, 28(R11)); \
+	HSUMEO512(Z16, Z17, X16, X17, 32(R11)); \
+	HSUMEO512(Z18, Z19, X18, X19, 36(R11)); \
+	HSUMEO512(Z20, Z21, X20, X21, 40(R11)); \
+	HSUMEO512(Z22, Z23, X22, X23, 44(R11))
+
+// HSUMEO256: the AVX2 tile's output of even lanes 0-14 in YE0, 16-30 in
+// YE1, odd lanes 1-15 in YO0, 17-31 in YO1 → DST (the first fold, 16
+// apart, is YE0 + YE1 and YO0 + YO1).
+#define HSUMEO256(YE0, YE1, YO0, YO1, XE, XO, DST) \
+	VADDPS YE1, YE0, YE0; \
+	VADDPS YO1, YO0, YO0; \
+	HSUM8TO(YE0, XE); \
+	HSUM8TO(YO0, XO); \
+	VADDSS XO, XE, XE; \
+	VMOVSS XE, DST
+
+#define YHSUM3EO \
+	HSUMEO256(Y0, Y1, Y2, Y3, X0, X2, 0(R11)); \
+	HSUMEO256(Y4, Y5, Y6, Y7, X4, X6, 4(R11)); \
+	HSUMEO256(Y8, Y9, Y10, Y11, X8, X10, 8(R11))
+
+// 0xFFFF0000: the odd columns' mask.
+DATA mmtHiMask<>+0(SB)/4, $0xffff0000
+GLOBL mmtHiMask<>(SB), RODATA|NOPTR, $4
+
 // ---- arguments and the state ----
 
 // MTARGS loads the arguments; the tile loop starts at "tile" with the
@@ -330,13 +394,16 @@ next: \
 
 // ---- AVX-512 weights of the 3 rows → Z24-Z26 ----
 
-#define W3_BF16(OFF) \
-	VPMOVZXWD OFF(SI), Z24; \
-	VPMOVZXWD OFF(R9), Z25; \
-	VPMOVZXWD OFF(R10), Z26; \
-	VPSLLD $16, Z24, Z24; \
-	VPSLLD $16, Z25, Z25; \
-	VPSLLD $16, Z26, Z26
+// bf16 (the even/odd layout): the group's even columns, then its odd
+// ones (Z28 = the mask).
+#define W3_BF16E \
+	VPSLLD $16, (SI), Z24; \
+	VPSLLD $16, (R9), Z25; \
+	VPSLLD $16, (R10), Z26
+#define W3_BF16O \
+	VPANDD (SI), Z28, Z24; \
+	VPANDD (R9), Z28, Z25; \
+	VPANDD (R10), Z28, Z26
 #define W3_F16(OFF) \
 	VCVTPH2PS OFF(SI), Z24; \
 	VCVTPH2PS OFF(R9), Z25; \
@@ -399,6 +466,8 @@ loopPF: \
 
 #define BODY4(W, OFF1) W(0); MT4FMA_LO(0); W(OFF1); MT4FMA_HI(64)
 #define BODY2(W, OFF1) W(0); MT2FMA_LO(0); W(OFF1); MT2FMA_HI(64)
+#define BODY4_BF16 W3_BF16E; MT4FMA_LO(0); W3_BF16O; MT4FMA_HI(64)
+#define BODY2_BF16 W3_BF16E; MT2FMA_LO(0); W3_BF16O; MT2FMA_HI(64)
 #define BODY4_Q8 Q8SC3; W3_Q8(2); MT4FMA_LO(0); W3_Q8(18); MT4FMA_HI(64)
 #define BODY2_Q8 Q8SC3; W3_Q8(2); MT2FMA_LO(0); W3_Q8(18); MT2FMA_HI(64)
 
@@ -551,7 +620,14 @@ pair: \
 #define MT3_2 MT3Q(64, Y2, Y6, Y10)
 #define MT3_3 MT3Q(96, Y3, Y7, Y11)
 
-#define W1_BF16(OFF) VPMOVZXWD OFF(SI), Y12; VPSLLD $16, Y12, Y12
+// bf16 (the even/odd layout): lane groups 0-3 hold the even columns
+// 0-14, the even 16-30, the odd 1-15, the odd 17-31 (Y14 = the mask).
+#define W1_BF16EO(OFF, QE, QO) \
+	VMOVDQU OFF(SI), Y13; \
+	VPSLLD $16, Y13, Y12; \
+	QE; \
+	VPAND Y14, Y13, Y12; \
+	QO
 #define W1_F16(OFF) VCVTPH2PS OFF(SI), Y12
 #define W1_F32(OFF) VMOVUPS OFF(SI), Y12
 
@@ -585,11 +661,12 @@ loopPF: \
 	CMPQ AX, R12; \
 	JLT loopPF
 
-#define MT256(PF, BODY, STEP) \
+#define MT256(PF, BODY, STEP) MT256S(PF, BODY, STEP, YHSUM3)
+#define MT256S(PF, BODY, STEP, HSUMS) \
 	MTARGS(XP3, PFOFF1, ROWS1); \
 	MTSTART(YLOAD12, YZERO12); \
 	MTLOOP1(PF, BODY, STEP); \
-	MTEND(YSTORE12, YHSUM3, $384)
+	MTEND(YSTORE12, HSUMS, $384)
 
 // Q4_K: the super-block's scales d·sc → 0(SP), mins dmin·m → 32(SP), as
 // Q4KSC512 with ymm scratch Y12-Y14; the weights of lane group q of
@@ -690,23 +767,24 @@ DATA mmtIota<>+0(SB)/8, $0x0706050403020100
 DATA mmtIota<>+8(SB)/8, $0x0f0e0d0c0b0a0908
 GLOBL mmtIota<>(SB), RODATA|NOPTR, $16
 
-#define BODY4_BF16 BODY4(W3_BF16, 32)
-#define BODY2_BF16 BODY2(W3_BF16, 32)
 #define BODY4_F16 BODY4(W3_F16, 32)
 #define BODY2_F16 BODY2(W3_F16, 32)
 #define BODY4_F32 BODY4(W3_F32, 64)
 #define BODY2_F32 BODY2(W3_F32, 64)
-#define BODY3_BF16 BODY3(W1_BF16, 16, 32, 48)
+#define BODY3_BF16 W1_BF16EO(0, MT3_0, MT3_2); W1_BF16EO(32, MT3_1, MT3_3)
 #define BODY3_F16 BODY3(W1_F16, 16, 32, 48)
 #define BODY3_F32 BODY3(W1_F32, 32, 64, 96)
 
 // ---- the kernels ----
 
+// The bf16 tiles take their inputs in the even/odd layout (mmtEvenOdd).
 TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-56
-	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_BF16, $64)
+	VPBROADCASTD mmtHiMask<>(SB), Z28
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12EO, PF3_1, BODY4_BF16, $64)
 
 TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-56
-	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_BF16, $64)
+	VPBROADCASTD mmtHiMask<>(SB), Z28
+	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6EO, PF3_1, BODY2_BF16, $64)
 
 TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_F16, $64)
@@ -733,7 +811,8 @@ TEXT ·mmtQ4_KAVX512x2(SB), $384-56
 	MTQ4K512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, MT2FMA_LO, MT2FMA_HI)
 
 TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-56
-	MT256(PF1_1, BODY3_BF16, $64)
+	VPBROADCASTD mmtHiMask<>(SB), Y14
+	MT256S(PF1_1, BODY3_BF16, $64, YHSUM3EO)
 
 TEXT ·mmtF16AVX2x3(SB), NOSPLIT, $0-56
 	MT256(PF1_1, BODY3_F16, $64)
@@ -746,3 +825,39 @@ TEXT ·mmtQ8_0AVX2x3(SB), NOSPLIT, $0-56
 
 TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
 	MTQ4K256
+
+// func mmtEvenOdd(dst, src *float32, n int): src's n floats (a multiple
+// of 32) in the bf16 tiles' input layout: per 32-float group, its 16 even
+// elements in order, then its 16 odd ones. AVX2.
+TEXT ·mmtEvenOdd(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	JZ eodone
+
+eoloop:
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VSHUFPS $0x88, Y1, Y0, Y4
+	VSHUFPS $0xDD, Y1, Y0, Y5
+	VSHUFPS $0x88, Y3, Y2, Y6
+	VSHUFPS $0xDD, Y3, Y2, Y7
+	VPERMPD $0xD8, Y4, Y4
+	VPERMPD $0xD8, Y5, Y5
+	VPERMPD $0xD8, Y6, Y6
+	VPERMPD $0xD8, Y7, Y7
+	VMOVUPS Y4, 0(DI)
+	VMOVUPS Y6, 32(DI)
+	VMOVUPS Y5, 64(DI)
+	VMOVUPS Y7, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ eoloop
+
+eodone:
+	VZEROUPPER
+	RET
