@@ -263,10 +263,11 @@ func (e *Engine) MatMul(m Mat, dst, xs [][]float32) {
 		return
 	}
 	// --- end bf16 compute mode ---
-	if m.Bytes()*int64(len(xs)) >= parallelMinBytes && e.pool.parallelMatMul(k, m, dst, xs) {
-		return
+	in := m.mmtPrepare(k, xs) // the bf16 tiles' input layout, once for all chunks
+	if m.Bytes()*int64(len(xs)) < parallelMinBytes || !e.pool.parallelMatMul(k, m, dst, xs, in) {
+		m.mmRange(k, 0, m.Rows, dst, xs, in)
 	}
-	m.mmRange(k, 0, m.Rows, dst, xs)
+	mmtRelease(in)
 }
 
 // mvRange computes rows [r0, r1) of a matrix-vector product.
@@ -317,9 +318,10 @@ func (m Mat) tailRows(r0, r1, nl int, x, out []float32) {
 	}
 }
 
-// mmRange computes rows [r0, r1) of dst[t] = m·xs[t] for all t.
-func (m Mat) mmRange(k *kernelSet, r0, r1 int, dst, xs [][]float32) {
-	if k.id != kPortable && m.archMMTiles(k, r0, r1, dst, xs) {
+// mmRange computes rows [r0, r1) of dst[t] = m·xs[t] for all t (in: xs
+// in the bf16 tiles' layout, or nil).
+func (m Mat) mmRange(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtInputs) {
+	if k.id != kPortable && m.archMMTiles(k, r0, r1, dst, xs, in) {
 		return
 	}
 	if m.q != nil {

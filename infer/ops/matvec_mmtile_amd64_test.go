@@ -26,7 +26,7 @@ func TestMatMulTilesUsed(t *testing.T) {
 			}
 			xs := [][]float32{randVec(rng, 64), randVec(rng, 64)}
 			dst := [][]float32{make([]float32, 6), make([]float32, 6)}
-			got := m.archMMTiles(k, 0, 6, dst, xs)
+			got := m.archMMTiles(k, 0, 6, dst, xs, nil)
 			if want := mmtKind(k.id, dt) != 0; got != want {
 				t.Errorf("%s %s: tiles ran %v, want %v", k.name, dt, got, want)
 			}
@@ -57,7 +57,7 @@ func TestMatMulTilesBounds(t *testing.T) {
 						t.Fatal("no panic")
 					}
 				}()
-				m.mmtCall(k.id, tc.r, 3, 1, tc.cb, tc.n, 4, &xp, acc, 0)
+				m.mmtCall(k.id, tc.r, 3, 1, tc.cb, tc.n, 4, &xp, acc, 0, nil)
 			})
 		}
 	}

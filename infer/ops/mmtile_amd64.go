@@ -20,13 +20,17 @@ import (
 // weights are dequantized in registers inside the tile. The bf16 tiles
 // widen a row's 32-column group as its even and its odd columns (two ALU
 // operations, not four) and so take their inputs in that order: a copy
-// of each input in the even/odd layout (mmtEvenOdd), made once a call.
+// of each input in the even/odd layout (mmtEvenOdd), made once a MatMul
+// (mmtPrepare) and read by every chunk of its rows.
+
+// The AVX-512 bf16 tiles prefetch through pf (mmtPFN, mmtPFN3), not
+// mmtPF; the AVX2 one takes pf and ignores it.
+//
+//go:noescape
+func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
 
 //go:noescape
-func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
-
-//go:noescape
-func mmtBF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtBF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
 
 //go:noescape
 func mmtF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -60,7 +64,7 @@ func mmtQ4_KAVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, 
 func mmtEvenOdd(dst, src *float32, n int)
 
 //go:noescape
-func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
 
 //go:noescape
 func mmtF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -79,6 +83,10 @@ const (
 	mmtLoad  = 1 // continue from the state
 	mmtFinal = 2 // last block: the sums
 	mmtPF    = 4 // prefetch the next row tile's block
+	// bf16: prefetch through pf one row's (mmtPFN) or three rows' (mmtPFN3)
+	// line per 32 columns, pf moving on by those rows each row tile.
+	mmtPFN  = 8
+	mmtPFN3 = 16
 )
 
 // Tuning (results do not depend on these).
@@ -98,12 +106,43 @@ const (
 	mmtAccFloats = 24 * 16
 )
 
-type mmtScratch struct {
-	acc []float32
-	xe  []float32 // the inputs in the even/odd layout (bf16)
-}
+type mmtScratch struct{ acc []float32 }
 
 var mmtPool = sync.Pool{New: func() any { return new(mmtScratch) }}
+
+// mmtInputs is a MatMul's inputs in the bf16 tiles' even/odd layout:
+// input t's first nl columns at xe[t·nl:].
+type mmtInputs struct {
+	xe []float32
+	nl int
+}
+
+var mmtInputsPool = sync.Pool{New: func() any { return new(mmtInputs) }}
+
+// mmtPrepare returns xs in the even/odd layout when m's product runs on
+// the bf16 tiles (nil otherwise); mmtRelease gives it back after the
+// product.
+func (m Mat) mmtPrepare(k *kernelSet, xs [][]float32) *mmtInputs {
+	nl := m.Cols &^ (lanes - 1)
+	if m.DType != weights.BF16 || mmtKind(k.id, m.DType) == 0 || nl == 0 {
+		return nil
+	}
+	in := mmtInputsPool.Get().(*mmtInputs)
+	if need := len(xs) * nl; cap(in.xe) < need {
+		in.xe = make([]float32, need)
+	}
+	in.nl = nl
+	for t, x := range xs {
+		mmtEvenOdd(&in.xe[t*nl], &x[0], nl)
+	}
+	return in
+}
+
+func mmtRelease(in *mmtInputs) {
+	if in != nil {
+		mmtInputsPool.Put(in)
+	}
+}
 
 // mmtTile is one input tile of a pass: the kernel's T input slots (a slot
 // past n repeats input 0 of the tile: its outputs are dropped).
@@ -135,7 +174,7 @@ func mmtKind(id kernelID, dt weights.DType) int {
 // archMMTiles computes rows [r0, r1) of dst[t] = m·xs[t] for every t,
 // tail columns included; false if this variant has no tiles for m's dtype
 // (the caller then runs the portable path).
-func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
+func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtInputs) bool {
 	isa := mmtKind(k.id, m.DType)
 	c := m.Cols
 	nl := c &^ (lanes - 1)
@@ -171,13 +210,9 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 		s.acc = make([]float32, need)
 	}
 	eo := m.DType == weights.BF16
-	if eo {
-		if need := len(xs) * nl; cap(s.xe) < need {
-			s.xe = make([]float32, need)
-		}
-		for t, x := range xs {
-			mmtEvenOdd(&s.xe[t*nl], &x[0], nl)
-		}
+	if eo && in == nil {
+		in = m.mmtPrepare(k, xs)
+		defer mmtRelease(in)
 	}
 	nrt := mmtGroupRows / R // row tiles of a group
 	for p0 := 0; p0 < len(xs); p0 += tb {
@@ -194,26 +229,38 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 					fl |= mmtFinal
 				}
 				// The last pass may be shorter: its tiles are a prefix.
-				for ti := 0; ti < ntiles && p0+tiles[ti].t0 < p1; ti++ {
+				na := 0 // its tiles
+				for na < ntiles && p0+tiles[na].t0 < p1 {
+					na++
+				}
+				var next mmtBlock
+				if eo && isa == 1 {
+					next = mmtNextBlock(r0, rEnd, nl, cbk, p1 < len(xs), rg, re, cb, n)
+				}
+				for ti := range na {
 					tl := tiles[ti]
 					tn := min(tl.n, p1-p0-tl.t0)
 					acc := s.acc[ti*nrt*accF : (ti+1)*nrt*accF]
 					f := fl
-					if ti == 0 {
+					var pf *byte
+					switch {
+					case eo && isa == 1:
+						f, pf = m.mmtNextShare(f, ti, na, (re-rg)/R, next)
+					case ti == 0:
 						f |= mmtPF
 					}
 					var xp [4]*float32
 					for j := range tl.T {
 						switch {
 						case j < tn && eo:
-							xp[j] = &s.xe[(p0+tl.t0+j)*nl+cb]
+							xp[j] = &in.xe[(p0+tl.t0+j)*nl+cb]
 						case j < tn:
 							xp[j] = &xs[p0+tl.t0+j][cb]
 						default:
 							xp[j] = xp[0]
 						}
 					}
-					m.mmtCall(k.id, rg, R, (re-rg)/R, cb, n, tl.T, &xp, acc, f)
+					m.mmtCall(k.id, rg, R, (re-rg)/R, cb, n, tl.T, &xp, acc, f, pf)
 					if f&mmtFinal == 0 {
 						continue
 					}
@@ -236,11 +283,50 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32) bool {
 	return true
 }
 
+// mmtBlock is a column block of a row group: rows [row, row+rows),
+// columns from col on; rows == 0 for none.
+type mmtBlock struct{ row, col, rows int }
+
+// mmtNextBlock is the block archMMTiles runs after block (rows [rg, re),
+// columns [cb, cb+n)): the group's next column block, else the next
+// group's first, else (more passes to come) the first block again.
+func mmtNextBlock(r0, rEnd, nl, cbk int, morePasses bool, rg, re, cb, n int) mmtBlock {
+	switch {
+	case cb+n < nl:
+		return mmtBlock{rg, cb + n, re - rg}
+	case re < rEnd:
+		return mmtBlock{re, 0, min(mmtGroupRows, rEnd-re)}
+	case morePasses:
+		return mmtBlock{r0, 0, min(mmtGroupRows, rEnd-r0)}
+	}
+	return mmtBlock{}
+}
+
+// mmtNextShare adds to flags f the AVX-512 bf16 prefetch of input tile
+// ti's share of block nb (ti of na tiles, each over nrt row tiles): one
+// row per row tile from row ti·nrt, or three when the tiles' row tiles are
+// fewer than nb's rows, so that all the tiles together bring the whole
+// block into L2 while they compute. The weights then come from memory at
+// an even rate rather than all in the first tile's pass (the AVX2 tile,
+// one row per row tile and up to six input tiles, measured better with
+// mmtPF).
+func (m Mat) mmtNextShare(f, ti, na, nrt int, nb mmtBlock) (int, *byte) {
+	per, fl := 1, mmtPFN
+	if na*nrt < nb.rows {
+		per, fl = 3, mmtPFN3
+	}
+	first := ti * nrt * per
+	if first >= nb.rows {
+		return f, nil
+	}
+	return f | fl, (*byte)(unsafe.Pointer(&m.u16[(nb.row+first)*m.Cols+nb.col]))
+}
+
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
 // rows from row r, columns [cb, cb+n), their states one after another in
 // acc (accF floats each), after checking that every access stays in m and
 // acc.
-func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int) {
+func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte) {
 	c := m.Cols
 	accF := mmtAccFloats
 	if id == kAVX2 {
@@ -279,7 +365,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 	case id == kAVX512 && T == 4:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+			mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, pf)
 		case weights.F16:
 			mmtF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F32:
@@ -292,7 +378,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 	case id == kAVX512:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			mmtBF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt, pf)
 		case weights.F16:
 			mmtF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F32:
@@ -305,7 +391,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 	default:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
+			mmtBF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt, pf)
 		case weights.F16:
 			mmtF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F32:

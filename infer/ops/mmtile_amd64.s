@@ -32,7 +32,12 @@
 // → i = r·T + t) to acc[i] instead of the state, 4 = prefetch (to L2) the
 // same columns of the next R rows, which the next row tile reads. tiles:
 // the row tiles run one after another, R rows apart, their states 1536
-// (AVX-512) or 384 (AVX2) bytes apart.
+// (AVX-512) or 384 (AVX2) bytes apart. The AVX-512 bf16 tiles take one
+// more argument, pf *byte, and prefetch through it instead of flag 4 (the
+// AVX2 one takes it and keeps flag 4, which measured better): flag 8 =
+// one row's line per 32 columns from pf on, 16 = three rows' (pf, pf +
+// stride, pf + 2·stride); each row tile moves pf on by the rows it
+// prefetched (see MTLOOPN).
 //
 // AVX-512 tiles: 3 rows × 4 (or 2) inputs; output i's lanes 0-15 and 16-31
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
@@ -40,12 +45,15 @@
 // Q8_0 scales or Q4_K tables in Z28-Z30 (bf16: the odd columns' mask in
 // Z28), the Q4_K nibble values 0…15 in Z31. AVX2 tiles: 1 row × 3 inputs;
 // input t's lane groups 8q…8q+7 in Y(4t+q) (bf16: the even/odd groups);
-// weights through Y12 (bf16: loaded into Y13, the mask in Y14). AX is the column, R12 n, R8 the stride,
-// R13 3·stride (the prefetch offset), R11 the state pointer, R14 scratch.
+// weights through Y12 (bf16: loaded into Y13, the mask in Y14). AX is
+// the column, R12 n, R8 the stride, R13 R·stride (the next row tile), R11
+// the state pointer, R14 scratch (bf16: the prefetch pointer in the loop).
 
 #define FL_LOAD 1
 #define FL_FINAL 2
 #define FL_PF 4
+#define FL_PFN 8
+#define FL_PFN3 16
 
 #define ZLOAD24(P) \
 	VMOVUPS 0(P), Z0; \
@@ -333,8 +341,11 @@ zero: \
 ready:
 
 // MTEND stores the state or, on the last block, the sums, and moves on
-// to the next row tile (R13 = R·stride) and its state (ACCB bytes on).
-#define MTEND(STORE, HSUMS, ACCB) \
+// to the next row tile (R13 = R·stride) and its state (ACCB bytes on);
+// MTENDP also runs PFADV there (the bf16 tiles' prefetch pointer).
+#define MTEND(STORE, HSUMS, ACCB) MTENDP(STORE, HSUMS, ACCB, NOPFADV)
+#define NOPFADV
+#define MTENDP(STORE, HSUMS, ACCB, PFADV) \
 done: \
 	MOVQ acc+32(FP), R11; \
 	MOVQ flags+40(FP), R14; \
@@ -345,6 +356,7 @@ done: \
 final: \
 	HSUMS; \
 next: \
+	PFADV; \
 	MOVQ w+0(FP), SI; \
 	ADDQ R13, SI; \
 	MOVQ SI, w+0(FP); \
@@ -444,25 +456,71 @@ next: \
 	PREFETCHT1 64(R10)(R13*1)
 #define ADV3(STEP) ADDQ STEP, SI; ADDQ STEP, R9; ADDQ STEP, R10
 
+// MTITER computes one 32-column group (BODY), moves the row pointers on
+// by STEP and compares the column with n (the caller's JLT loops).
+#define MTITER(BODY, STEP) \
+	BODY; \
+	ADV3(STEP); \
+	ADDQ $32, AX; \
+	CMPQ AX, R12
+
 // The loop over the block's 32-column groups, with and without the
 // prefetch: BODY computes one group, STEP is its bytes per row.
 #define MTLOOP(PF, BODY, STEP) \
 	TESTQ $FL_PF, R14; \
 	JNZ loopPF; \
 loop: \
-	BODY; \
-	ADV3(STEP); \
-	ADDQ $32, AX; \
-	CMPQ AX, R12; \
+	MTITER(BODY, STEP); \
 	JLT loop; \
 	JMP done; \
 loopPF: \
 	PF; \
-	BODY; \
-	ADV3(STEP); \
-	ADDQ $32, AX; \
-	CMPQ AX, R12; \
+	MTITER(BODY, STEP); \
 	JLT loopPF
+
+// The bf16 tiles' loop: with FL_PFN or FL_PFN3 it prefetches (to L2),
+// through R14 = pf, one or three rows' 64 bytes (pf, pf + stride,
+// pf + 2·stride) per 32-column group: the block the driver runs next, a
+// share of it in each input tile's pass, so that the weights come from
+// memory while the tiles compute rather than all in the first pass.
+#define MTLOOPN(BODY, STEP) \
+	TESTQ $(FL_PFN|FL_PFN3), R14; \
+	JNZ pfn; \
+loop: \
+	MTITER(BODY, STEP); \
+	JLT loop; \
+	JMP done; \
+pfn: \
+	TESTQ $FL_PFN3, R14; \
+	MOVQ pf+56(FP), R14; \
+	JNZ loopPF3; \
+loopPF1: \
+	PREFETCHT1 (R14); \
+	ADDQ STEP, R14; \
+	MTITER(BODY, STEP); \
+	JLT loopPF1; \
+	JMP done; \
+loopPF3: \
+	PREFETCHT1 (R14); \
+	PREFETCHT1 (R14)(R8*1); \
+	PREFETCHT1 (R14)(R8*2); \
+	ADDQ STEP, R14; \
+	MTITER(BODY, STEP); \
+	JLT loopPF3
+
+// PFADV3 moves pf on by the rows a row tile prefetched (1 or 3).
+#define PFADV3 \
+	MOVQ flags+40(FP), R14; \
+	MOVQ R8, R12; \
+	TESTQ $FL_PFN3, R14; \
+	CMOVQNE R13, R12; \
+	ADDQ R12, pf+56(FP)
+
+#define MT512N(XN, LOAD, ZERO, STORE, HSUMS, BODY) \
+	MTARGS(XN, PFOFF3, ROWS3); \
+	MTSTART(LOAD, ZERO); \
+	MTLOOPN(BODY, $64); \
+	MTENDP(STORE, HSUMS, $1536, PFADV3)
 
 #define BODY4(W, OFF1) W(0); MT4FMA_LO(0); W(OFF1); MT4FMA_HI(64)
 #define BODY2(W, OFF1) W(0); MT2FMA_LO(0); W(OFF1); MT2FMA_HI(64)
@@ -661,12 +719,11 @@ loopPF: \
 	CMPQ AX, R12; \
 	JLT loopPF
 
-#define MT256(PF, BODY, STEP) MT256S(PF, BODY, STEP, YHSUM3)
-#define MT256S(PF, BODY, STEP, HSUMS) \
+#define MT256(PF, BODY, STEP) \
 	MTARGS(XP3, PFOFF1, ROWS1); \
 	MTSTART(YLOAD12, YZERO12); \
 	MTLOOP1(PF, BODY, STEP); \
-	MTEND(YSTORE12, HSUMS, $384)
+	MTEND(YSTORE12, YHSUM3, $384)
 
 // Q4_K: the super-block's scales d·sc → 0(SP), mins dmin·m → 32(SP), as
 // Q4KSC512 with ymm scratch Y12-Y14; the weights of lane group q of
@@ -778,13 +835,13 @@ GLOBL mmtIota<>(SB), RODATA|NOPTR, $16
 // ---- the kernels ----
 
 // The bf16 tiles take their inputs in the even/odd layout (mmtEvenOdd).
-TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-56
+TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Z28
-	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12EO, PF3_1, BODY4_BF16, $64)
+	MT512N(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12EO, BODY4_BF16)
 
-TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-56
+TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Z28
-	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6EO, PF3_1, BODY2_BF16, $64)
+	MT512N(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6EO, BODY2_BF16)
 
 TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_F16, $64)
@@ -810,9 +867,12 @@ TEXT ·mmtQ4_KAVX512x4(SB), $384-56
 TEXT ·mmtQ4_KAVX512x2(SB), $384-56
 	MTQ4K512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, MT2FMA_LO, MT2FMA_HI)
 
-TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-56
+TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Y14
-	MT256S(PF1_1, BODY3_BF16, $64, YHSUM3EO)
+	MTARGS(XP3, PFOFF1, ROWS1)
+	MTSTART(YLOAD12, YZERO12)
+	MTLOOP1(PF1_1, BODY3_BF16, $64)
+	MTEND(YSTORE12, YHSUM3EO, $384)
 
 TEXT ·mmtF16AVX2x3(SB), NOSPLIT, $0-56
 	MT256(PF1_1, BODY3_F16, $64)

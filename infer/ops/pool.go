@@ -263,13 +263,14 @@ type mmTask struct {
 	k       *kernelSet
 	m       Mat
 	dst, xs [][]float32
+	in      *mmtInputs
 	size    int
 }
 
 func (t *mmTask) runChunk(i int) {
 	r0 := i * t.size
 	r1 := min(r0+t.size, t.m.Rows)
-	t.m.mmRange(t.k, r0, r1, t.dst, t.xs)
+	t.m.mmRange(t.k, r0, r1, t.dst, t.xs, t.in)
 }
 
 // fnTask runs f(i) for chunk i (setup code, bandwidth measurement; it may
@@ -292,12 +293,12 @@ func (p *pool) parallelMatVec(k *kernelSet, m Mat, dst, x []float32) bool {
 	return true
 }
 
-func (p *pool) parallelMatMul(k *kernelSet, m Mat, dst, xs [][]float32) bool {
+func (p *pool) parallelMatMul(k *kernelSet, m Mat, dst, xs [][]float32, in *mmtInputs) bool {
 	size, n := chunkRows(m.Rows, int(p.nthreads.Load()), 12)
 	if !p.start(n) {
 		return false
 	}
-	p.mm = mmTask{k: k, m: m, dst: dst, xs: xs, size: size}
+	p.mm = mmTask{k: k, m: m, dst: dst, xs: xs, in: in, size: size}
 	p.run(&p.mm, n)
 	return true
 }

@@ -110,7 +110,7 @@ func (m Mat) mmRangeQ(k *kernelSet, r0, r1 int, dst, xs [][]float32) {
 		for t := range xs {
 			dv[t] = dst[t][r:re]
 		}
-		fm.mmRange(k, 0, re-r, dv, xs)
+		fm.mmRange(k, 0, re-r, dv, xs, nil)
 	}
 	clear(dv)
 	qScratchPool.Put(s)
