@@ -24,7 +24,7 @@ import (
 // (mmtPrepare) and read by every chunk of its rows.
 
 // The AVX-512 bf16 tiles prefetch through pf (mmtPFN, mmtPFN3), not
-// mmtPF; the AVX2 one takes pf and ignores it.
+// mmtPF.
 //
 //go:noescape
 func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
@@ -64,7 +64,7 @@ func mmtQ4_KAVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, 
 func mmtEvenOdd(dst, src *float32, n int)
 
 //go:noescape
-func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
+func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
 func mmtF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -111,11 +111,9 @@ type mmtScratch struct{ acc []float32 }
 var mmtPool = sync.Pool{New: func() any { return new(mmtScratch) }}
 
 // mmtInputs is a MatMul's inputs in the bf16 tiles' even/odd layout:
-// input t's first nl columns at xe[t·nl:].
-type mmtInputs struct {
-	xe []float32
-	nl int
-}
+// input t's first nl columns (nl: the matrix's columns less the tail) at
+// xe[t·nl:].
+type mmtInputs struct{ xe []float32 }
 
 var mmtInputsPool = sync.Pool{New: func() any { return new(mmtInputs) }}
 
@@ -131,7 +129,6 @@ func (m Mat) mmtPrepare(k *kernelSet, xs [][]float32) *mmtInputs {
 	if need := len(xs) * nl; cap(in.xe) < need {
 		in.xe = make([]float32, need)
 	}
-	in.nl = nl
 	for t, x := range xs {
 		mmtEvenOdd(&in.xe[t*nl], &x[0], nl)
 	}
@@ -210,6 +207,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 		s.acc = make([]float32, need)
 	}
 	eo := m.DType == weights.BF16
+	spread := eo && isa == 1 // the AVX-512 bf16 tiles' prefetch (mmtNextShare)
 	if eo && in == nil {
 		in = m.mmtPrepare(k, xs)
 		defer mmtRelease(in)
@@ -234,7 +232,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 					na++
 				}
 				var next mmtBlock
-				if eo && isa == 1 {
+				if spread {
 					next = mmtNextBlock(r0, rEnd, nl, cbk, p1 < len(xs), rg, re, cb, n)
 				}
 				for ti := range na {
@@ -244,7 +242,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 					f := fl
 					var pf *byte
 					switch {
-					case eo && isa == 1:
+					case spread:
 						f, pf = m.mmtNextShare(f, ti, na, (re-rg)/R, next)
 					case ti == 0:
 						f |= mmtPF
@@ -391,7 +389,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 	default:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt, pf)
+			mmtBF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F16:
 			mmtF16AVX2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.F32:

@@ -34,7 +34,7 @@
 // the row tiles run one after another, R rows apart, their states 1536
 // (AVX-512) or 384 (AVX2) bytes apart. The AVX-512 bf16 tiles take one
 // more argument, pf *byte, and prefetch through it instead of flag 4 (the
-// AVX2 one takes it and keeps flag 4, which measured better): flag 8 =
+// AVX2 one keeps flag 4, which measured better): flag 8 =
 // one row's line per 32 columns from pf on, 16 = three rows' (pf, pf +
 // stride, pf + 2·stride); each row tile moves pf on by the rows it
 // prefetched (see MTLOOPN).
@@ -867,7 +867,7 @@ TEXT ·mmtQ4_KAVX512x4(SB), $384-56
 TEXT ·mmtQ4_KAVX512x2(SB), $384-56
 	MTQ4K512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, MT2FMA_LO, MT2FMA_HI)
 
-TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-64
+TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-56
 	VPBROADCASTD mmtHiMask<>(SB), Y14
 	MTARGS(XP3, PFOFF1, ROWS1)
 	MTSTART(YLOAD12, YZERO12)
