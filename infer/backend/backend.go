@@ -39,7 +39,8 @@ type Backend interface {
 	// CopyRing makes dst hold src's positions and End. Its capacity is
 	// src's, or dst's own where KeepsCapacity(dst, src) (a backend may do
 	// either: attention reads the same positions from both), so that a
-	// ring reused from an earlier conversation keeps its memory.
+	// ring reused from an earlier conversation keeps its memory. From a
+	// ReadOnly src, dst may share src's storage for src's positions.
 	CopyRing(dst, src *Ring)
 	// FillRing makes r look as if n positions of small deterministic keys
 	// and values had been written (benchmarks of long contexts only).
@@ -220,6 +221,13 @@ type Ring struct {
 	Capacity  int
 	End       int
 	Data      any // the backend's storage
+	// ReadOnly marks a ring that is never written again (a snapshot's, kept
+	// to be restored into many conversations): CopyRing may let dst read
+	// src's positions in place instead of copying them (the CPU backend's
+	// does, until dst overwrites one of their slots), so attention over the
+	// shared positions reads them from one copy in memory for all the
+	// conversations. Attending over a read-only ring is an error.
+	ReadOnly bool
 }
 
 // Reset forgets every position (RingKVCache.reset).

@@ -47,6 +47,9 @@ func (g *Gen) Snapshot() *Snapshot {
 		out: slices.Clone(g.out), ok: g.ok}
 	s.ts = emptyStateLike(g.ts)
 	s.ts.CopyFrom(be, g.ts)
+	for _, r := range s.ts.Rings {
+		r.ReadOnly = true // Restore's copies may read its positions in place
+	}
 	return s
 }
 

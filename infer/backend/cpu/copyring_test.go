@@ -73,3 +73,102 @@ func TestCopyRingKeepsLargerRing(t *testing.T) {
 		}
 	}
 }
+
+// CopyRing from a read-only ring (a prompt snapshot's) shares its storage
+// instead of copying it, into a ring of any capacity; attention then gives
+// the bits of attention over an exact copy, step by step, through a
+// GrowRing while shared, the first write into a shared slot (the ring
+// wrapping, which copies the shared slots into the ring's own storage) and
+// on; a ring reset while shared forgets the sharing; the snapshot never
+// changes.
+func TestCopyRingSharesReadOnly(t *testing.T) {
+	c, err := New(Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rng := rand.New(rand.NewPCG(7, 8))
+	const H, dh = 3, 40
+	D := H * dh
+	vec := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	step := func(r *backend.Ring, rows int, qkv []float32) []float32 {
+		out, in := c.NewActs(rows, D), c.NewActs(rows, 3*D)
+		c.Upload(in, qkv)
+		c.Attend(out, in, []backend.Seq{{Ring: r, Rows: rows}}, 0, true)
+		got := make([]float32, rows*D)
+		c.Download(got, out)
+		return got
+	}
+	same := func(a, b []float32) bool {
+		return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+	}
+	src := c.NewRing(H, dh, 32)
+	step(src, 20, vec(20*3*D))
+	snap := &backend.Ring{}
+	c.CopyRing(snap, src)
+	snap.ReadOnly = true
+	sk, sv := slices.Clone(ringOf(snap).k), slices.Clone(ringOf(snap).v)
+	copyOf := func(dst *backend.Ring) {
+		snap.ReadOnly = false
+		c.CopyRing(dst, snap)
+		snap.ReadOnly = true
+	}
+	for _, capDst := range []int{8, 32, 48} {
+		shared, plain := c.NewRing(H, dh, capDst), c.NewRing(H, dh, capDst)
+		c.CopyRing(shared, snap)
+		copyOf(plain)
+		if d := ringOf(shared); d.np != 20 || &d.pk[0] != &ringOf(snap).k[0] || ringOf(plain).np != 0 || shared.Capacity != plain.Capacity || shared.End != 20 {
+			t.Fatalf("capacity %d: shared %d slots (of the snapshot's storage: %v), plain %d; capacities %d, %d", capDst, d.np, &d.pk[0] == &ringOf(snap).k[0], ringOf(plain).np, shared.Capacity, plain.Capacity)
+		}
+		for s := 0; s < 40; s++ {
+			if s == 2 && shared.Capacity == 32 {
+				c.GrowRing(shared, 40)
+				c.GrowRing(plain, 40)
+				if ringOf(shared).np != 20 {
+					t.Fatalf("GrowRing dropped the sharing")
+				}
+			}
+			rows := 1 + s%3
+			q := vec(rows * 3 * D)
+			if !same(step(shared, rows, q), step(plain, rows, q)) {
+				t.Fatalf("capacity %d, step %d (End %d of %d, %d shared): attention over the shared ring differs from the copy's", capDst, s, shared.End, shared.Capacity, ringOf(shared).np)
+			}
+		}
+		if shared.End <= shared.Capacity || ringOf(shared).np != 0 {
+			t.Fatalf("capacity %d: End %d of %d, %d slots still shared after wrapping", capDst, shared.End, shared.Capacity, ringOf(shared).np)
+		}
+		k1, v1 := KV(shared)
+		k2, v2 := KV(plain)
+		if !same(k1, k2) || !same(v1, v2) {
+			t.Fatalf("capacity %d: the ring's contents differ from the copy's after wrapping", capDst)
+		}
+		// Reset while shared, then a new conversation.
+		c.CopyRing(shared, snap)
+		shared.Reset()
+		plain.Reset()
+		for s := 0; s < 5; s++ {
+			q := vec(3 * D)
+			if !same(step(shared, 1, q), step(plain, 1, q)) {
+				t.Fatalf("capacity %d: after Reset, step %d differs", capDst, s)
+			}
+		}
+		if ringOf(shared).np != 0 {
+			t.Fatalf("capacity %d: a reset ring still shares", capDst)
+		}
+	}
+	if !same(ringOf(snap).k, sk) || !same(ringOf(snap).v, sv) || snap.End != 20 {
+		t.Fatalf("the read-only ring changed")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("Attend over a read-only ring did not panic")
+		}
+	}()
+	step(snap, 1, vec(3*D))
+}

@@ -305,10 +305,38 @@ func (c *CPU) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accum
 }
 
 // ring is the storage of a CPU KV ring: [heads][capacity][dh] keys and
-// values, so that one head's keys are contiguous for attention.
-type ring struct{ k, v []float32 }
+// values, so that one head's keys are contiguous for attention. While np >
+// 0, slots [0, np) are not read from k and v but from pk and pv, the
+// storage ([heads][pc][dh]) of a read-only ring that this one was copied
+// from (CopyRing): the conversations restored from one prompt snapshot
+// then read their common prompt positions from one copy in memory. A write
+// to one of those slots (the ring wrapping) first copies them into k and v
+// (unshare).
+type ring struct {
+	k, v   []float32
+	pk, pv []float32
+	pc, np int
+}
 
 func ringOf(r *backend.Ring) *ring { return r.Data.(*ring) }
+
+// unshare makes r hold its shared slots in its own storage (copying them,
+// unless r holds no position any more: after Reset).
+func unshare(r *backend.Ring) {
+	d := ringOf(r)
+	if d.np == 0 {
+		return
+	}
+	if r.End > 0 {
+		n, dh := d.np*r.Dh, r.Dh
+		for h := 0; h < r.Heads; h++ {
+			o, so := h*r.Capacity*dh, h*d.pc*dh
+			copy(d.k[o:o+n], d.pk[so:so+n])
+			copy(d.v[o:o+n], d.pv[so:so+n])
+		}
+	}
+	d.pk, d.pv, d.pc, d.np = nil, nil, 0, 0
+}
 
 // NewRing implements backend.Backend.
 func (c *CPU) NewRing(heads, dh, capacity int) *backend.Ring {
@@ -326,18 +354,32 @@ func (c *CPU) GrowRing(r *backend.Ring, capacity int) {
 	}
 	old := ringOf(r)
 	n := r.Heads * r.Dh * capacity
-	nr := &ring{k: make([]float32, n), v: make([]float32, n)}
+	nr := &ring{k: make([]float32, n), v: make([]float32, n), pk: old.pk, pv: old.pv, pc: old.pc, np: old.np}
 	oc, dh := r.Capacity*r.Dh, r.Dh
+	lo := min(old.np, r.End) * dh // the shared slots are not in old's storage
 	for h := 0; h < r.Heads; h++ {
-		copy(nr.k[h*capacity*dh:], old.k[h*oc:h*oc+r.End*dh])
-		copy(nr.v[h*capacity*dh:], old.v[h*oc:h*oc+r.End*dh])
+		copy(nr.k[h*capacity*dh+lo:], old.k[h*oc+lo:h*oc+r.End*dh])
+		copy(nr.v[h*capacity*dh+lo:], old.v[h*oc+lo:h*oc+r.End*dh])
 	}
 	r.Capacity, r.Data = capacity, nr
 }
 
-// CopyRing implements backend.Backend.
+// CopyRing implements backend.Backend. From a read-only source that has
+// not wrapped, dst shares src's storage for src's positions and copies
+// nothing (into its own memory where KeepsCapacity, else a ring of src's
+// capacity).
 func (c *CPU) CopyRing(dst, src *backend.Ring) {
 	s := ringOf(src)
+	if src.ReadOnly && s.np == 0 && src.End > 0 && src.End < src.Capacity {
+		if !backend.KeepsCapacity(dst, src) {
+			n := len(s.k)
+			dst.Capacity, dst.Data = src.Capacity, &ring{k: make([]float32, n), v: make([]float32, n)}
+		}
+		d := ringOf(dst)
+		d.pk, d.pv, d.pc, d.np = s.k, s.v, src.Capacity, src.End
+		dst.Heads, dst.Dh, dst.End = src.Heads, src.Dh, src.End
+		return
+	}
 	if backend.KeepsCapacity(dst, src) && dst.Capacity > src.Capacity {
 		// Only the positions held, head by head, into the larger ring.
 		d, n := ringOf(dst), src.End*src.Dh
@@ -346,6 +388,7 @@ func (c *CPU) CopyRing(dst, src *backend.Ring) {
 			copy(d.k[o:o+n], s.k[so:so+n])
 			copy(d.v[o:o+n], s.v[so:so+n])
 		}
+		d.pk, d.pv, d.pc, d.np = s.pk, s.pv, s.pc, s.np
 		dst.End = src.End
 		return
 	}
@@ -356,12 +399,14 @@ func (c *CPU) CopyRing(dst, src *backend.Ring) {
 	d := ringOf(dst)
 	copy(d.k, s.k)
 	copy(d.v, s.v)
+	d.pk, d.pv, d.pc, d.np = s.pk, s.pv, s.pc, s.np
 	dst.Heads, dst.Dh, dst.End = src.Heads, src.Dh, src.End
 }
 
 // FillRing implements backend.Backend.
 func (c *CPU) FillRing(r *backend.Ring, n int) {
 	d := ringOf(r)
+	d.pk, d.pv, d.pc, d.np = nil, nil, 0, 0 // every slot is written
 	for j := range d.k {
 		d.k[j] = float32(j%13-6) * 0.01
 		d.v[j] = float32(j%7-3) * 0.01
@@ -370,9 +415,12 @@ func (c *CPU) FillRing(r *backend.Ring, n int) {
 }
 
 // writeHead copies head hd of one position's keys k and values v into the
-// ring's slot.
+// ring's slot (never a shared one: Attend unshares first).
 func writeHead(r *backend.Ring, slot, hd int, k, v []float32) {
 	d, dh := ringOf(r), r.Dh
+	if slot < d.np {
+		panic("cpu: a write into a ring's shared slot")
+	}
 	o := (hd*r.Capacity + slot) * dh
 	copy(d.k[o:o+dh], k[hd*dh:(hd+1)*dh])
 	copy(d.v[o:o+dh], v[hd*dh:(hd+1)*dh])
@@ -413,6 +461,17 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 		r := s.Ring
 		if r.Heads*r.Dh != D {
 			panic(fmt.Sprintf("cpu: Attend: ring of %d×%d for rows of %d", r.Heads, r.Dh, D))
+		}
+		if r.ReadOnly {
+			panic("cpu: Attend over a read-only ring")
+		}
+		if d := ringOf(r); d.np > 0 {
+			for i := 0; i < s.Rows; i++ {
+				if (r.End+i)%r.Capacity < d.np {
+					unshare(r) // these rows overwrite shared slots
+					break
+				}
+			}
 		}
 		for i := 0; i < s.Rows; i++ {
 			end := r.End + s.Rows
@@ -554,10 +613,20 @@ func attendHead(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid 
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qh := q[hd*dh : (hd+1)*dh]
 	scores = scores[:len(valid)]
-	// This head's keys and values: row slot at slot·dh.
+	// This head's keys and values: row slot at slot·dh; the shared slots
+	// (a prefix of valid, which is in slot order) from the shared storage.
 	kh := d.k[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
 	vh := d.v[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
-	e.DotRows(scores, qh, kh, dh, valid)
+	ns := 0
+	var pkh, pvh []float32
+	if d.np > 0 {
+		for ns < len(valid) && int(valid[ns]) < d.np {
+			ns++
+		}
+		pkh, pvh = d.pk[hd*d.pc*dh:(hd+1)*d.pc*dh], d.pv[hd*d.pc*dh:(hd+1)*d.pc*dh]
+		e.DotRows(scores[:ns], qh, pkh, dh, valid[:ns])
+	}
+	e.DotRows(scores[ns:], qh, kh, dh, valid[ns:])
 	maxv := float32(math.Inf(-1))
 	for i, v := range scores {
 		v *= scale
@@ -578,7 +647,10 @@ func attendHead(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid 
 	for i := range scores {
 		scores[i] *= inv // the weight each value row is added with
 	}
-	e.AxpyRows(oh, scores, vh, dh, valid)
+	if ns > 0 {
+		e.AxpyRows(oh, scores[:ns], pvh, dh, valid[:ns]) // one Axpy per row, in order: the split keeps the bits
+	}
+	e.AxpyRows(oh, scores[ns:], vh, dh, valid[ns:])
 }
 
 var _ backend.Backend = (*CPU)(nil)
@@ -591,6 +663,7 @@ func gelu(v float32) float32 {
 // KV returns the keys and values a CPU ring holds, [heads][capacity][dh]
 // (inspection and tests).
 func KV(r *backend.Ring) (k, v []float32) {
+	unshare(r)
 	d := ringOf(r)
 	return d.k, d.v
 }
