@@ -23,9 +23,18 @@ func load() error {
 	if p := os.Getenv("PP_OFFLINE_LIBCUDA"); p != "" {
 		lib = p // another driver library (tests: a missing one)
 	}
+	// dlopen's reason comes from dlerror, which is per OS thread: the
+	// goroutine must not move between the two calls (it did once in CI,
+	// leaving the message empty).
+	runtime.LockOSThread()
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	runtime.UnlockOSThread()
 	if err != nil {
-		return fmt.Errorf("%w (%v)", ErrNoDriver, err)
+		why := err.Error()
+		if why == "" {
+			why = lib + ": cannot be loaded"
+		}
+		return fmt.Errorf("%w (%s)", ErrNoDriver, why)
 	}
 	syms := []struct {
 		fn   any
