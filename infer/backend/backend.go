@@ -226,7 +226,8 @@ type Ring struct {
 	// src's positions in place instead of copying them (the CPU backend's
 	// does, until dst overwrites one of their slots), so attention over the
 	// shared positions reads them from one copy in memory for all the
-	// conversations. Attending over a read-only ring is an error.
+	// conversations. Attending over a read-only ring is an error (the CPU
+	// backend panics).
 	ReadOnly bool
 }
 

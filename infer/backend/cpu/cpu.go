@@ -8,6 +8,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/ops"
@@ -311,7 +312,9 @@ func (c *CPU) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accum
 // from (CopyRing): the conversations restored from one prompt snapshot
 // then read their common prompt positions from one copy in memory. A write
 // to one of those slots (the ring wrapping) first copies them into k and v
-// (unshare).
+// (unshare). A sharing ring never touches its own pages of those slots, so
+// holding the snapshot's storage (even after the prompt cache evicted it)
+// costs no more memory than the copy it replaces.
 type ring struct {
 	k, v   []float32
 	pk, pv []float32
@@ -465,13 +468,8 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 		if r.ReadOnly {
 			panic("cpu: Attend over a read-only ring")
 		}
-		if d := ringOf(r); d.np > 0 {
-			for i := 0; i < s.Rows; i++ {
-				if (r.End+i)%r.Capacity < d.np {
-					unshare(r) // these rows overwrite shared slots
-					break
-				}
-			}
+		if d := ringOf(r); d.np > 0 && (r.End < d.np || r.End+s.Rows > r.Capacity) {
+			unshare(r) // these rows write into shared slots (a reset ring, or wrapping)
 		}
 		for i := 0; i < s.Rows; i++ {
 			end := r.End + s.Rows
@@ -620,9 +618,7 @@ func attendHead(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid 
 	ns := 0
 	var pkh, pvh []float32
 	if d.np > 0 {
-		for ns < len(valid) && int(valid[ns]) < d.np {
-			ns++
-		}
+		ns, _ = slices.BinarySearch(valid, int32(d.np)) // the valid slots below np
 		pkh, pvh = d.pk[hd*d.pc*dh:(hd+1)*d.pc*dh], d.pv[hd*d.pc*dh:(hd+1)*d.pc*dh]
 		e.DotRows(scores[:ns], qh, pkh, dh, valid[:ns])
 	}
