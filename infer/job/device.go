@@ -11,6 +11,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
+	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
 	"github.com/pp-offline/pp-offline/offload"
@@ -369,7 +370,19 @@ func openCUDA(o DeviceOptions, job JobShape, c *cpu.CPU) (*cuda.CUDA, *offload.P
 		if job.PromptStates >= budget {
 			return nil, nil, fmt.Errorf("offload: the prompt cache's states (%s) leave no room on the device (%s): use a smaller --prompt-cache, or 0", offload.FormatSize(job.PromptStates), offload.FormatSize(budget))
 		}
-		if plan, err = planUnits(units, max(1, job.BatchSize), budget-job.PromptStates, gpuOffload, true); err != nil {
+		// The codec's transformers run on the device too, beside the plan.
+		mc := cfg.Mimi
+		if mc == nil {
+			mc = config.DefaultMimi()
+		}
+		codec, err := mimi.DeviceBytes(mc, job.BatchSize)
+		if err != nil {
+			return nil, nil, err
+		}
+		if job.PromptStates+codec >= budget {
+			return nil, nil, fmt.Errorf("offload: the codec's transformers (%s) and the prompt cache's states (%s) leave no room on the device (%s)", offload.FormatSize(codec), offload.FormatSize(job.PromptStates), offload.FormatSize(budget))
+		}
+		if plan, err = planUnits(units, max(1, job.BatchSize), budget-job.PromptStates-codec, gpuOffload, true); err != nil {
 			return nil, nil, err
 		}
 		// Units come bound to their memory from the plan's runtime

@@ -93,3 +93,28 @@ func transformerStd(r nn.TensorRef) float32 {
 	}
 	return 0
 }
+
+// DeviceBytes is the device memory the codec holds on a device backend
+// for streams streams (its SEANet and quantizer stay on the CPU): the two
+// transformers' tensors as float32 (what a checkpoint stores) and each
+// stream's key and value rings, reserved at the full context as newStage
+// does.
+func DeviceBytes(cfg *config.Mimi, streams int) (int64, error) {
+	var n int64
+	for _, p := range []string{"encoder_transformer", "decoder_transformer"} {
+		refs, err := transformerTensors(cfg, p)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range refs {
+			e := int64(4)
+			for _, d := range r.Shape {
+				e *= int64(d)
+			}
+			n += e
+		}
+	}
+	t := &cfg.Transformer
+	rings := 2 * int64(t.NumLayers) * 2 * int64(t.Context) * int64(t.DModel) * 4 // two transformers, K and V, float32
+	return n + rings*int64(max(1, streams)), nil
+}

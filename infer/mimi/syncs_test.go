@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/backend/cuda"
+	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
 // A Batch's pass through a codec transformer moves every stream's rows in
@@ -48,5 +50,56 @@ func TestBatchHostWaitsIndependentOfStreams(t *testing.T) {
 			}
 		}
 		g.Close()
+	}
+}
+
+// DeviceBytes bounds what the codec holds on a device backend: the
+// tensors of the real Mimi's two transformers as a checkpoint stores them
+// (float32), uploaded whole, and each stream's rings, with the codec
+// running two streams on the dry driver (the upload arena and the
+// activations are the backend's workspace, not counted here). The offload
+// plan of --cpu-offload leaves this room on the device (an 8 GiB budget's
+// plan took it all, and the codec's weights then failed to upload).
+func TestDeviceBytesBoundsTheCodec(t *testing.T) {
+	cfg := config.DefaultMimi()
+	specs, err := WeightSpecs(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := cuda.NewDry(cuda.Options{ComputeDType: "f32"}, 4<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	base, _, _ := g.Memory()
+	m, err := Load(cfg, weights.Random(specs, 1), g, ops.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B = 2
+	b := m.NewBatch()
+	encs, decs := make([]*Encoder, B), make([]*Decoder, B)
+	for i := range encs {
+		encs[i], decs[i] = m.NewEncoder(), m.NewDecoder()
+	}
+	in, codes, out := make([][]float32, B), make([][]int, B), make([][]float32, B)
+	for i := range in {
+		in[i] = make([]float32, m.FrameSize())
+	}
+	b.Encode(encs, in, codes)
+	b.Decode(decs, codes, out)
+	one, err := DeviceBytes(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, _ := DeviceBytes(cfg, B)
+	rings := two - one
+	tensors := one - rings
+	if up := g.Resident(); up != tensors {
+		t.Fatalf("the transformers' tensors: %d bytes uploaded, DeviceBytes counts %d", up, tensors)
+	}
+	used, _, _ := g.Memory()
+	if held := used - base; held > two+32<<20 || held < two {
+		t.Fatalf("the codec holds %d bytes of device memory with %d streams; DeviceBytes says %d (+ up to 32 MiB of activations)", held, B, two)
 	}
 }

@@ -83,7 +83,7 @@ type CUDA struct {
 	rc     *residentCache
 	bf16   bool
 	arena  *arena
-	cpuAct map[[2]int]backend.Acts
+	cpuAct map[[3]int]backend.Acts
 	host   []float32 // scratch: host staging of activations and embedding rows
 	use    []uint32  // scratch: Embed's per-row table masks
 	embs   []ops.Mat // scratch: Embed's tables as matrices
@@ -120,11 +120,15 @@ func New(o Options) (c *CUDA, err error) {
 	default:
 		return nil, fmt.Errorf("cuda: compute dtype %q (f32 or bf16)", o.ComputeDType)
 	}
+	// The context made current below is current on this OS thread only:
+	// the setup's driver calls all run on it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	dev, err := cu.GetDevice(o.Ordinal)
 	if err != nil {
 		return nil, err
 	}
-	c = &CUDA{o: o, dev: dev, bf16: o.ComputeDType == "bf16", cpuAct: map[[2]int]backend.Acts{}}
+	c = &CUDA{o: o, dev: dev, bf16: o.ComputeDType == "bf16", cpuAct: map[[3]int]backend.Acts{}}
 	if c.name, err = dev.Name(); err != nil {
 		return nil, err
 	}
@@ -135,10 +139,11 @@ func New(o Options) (c *CUDA, err error) {
 	if err != nil {
 		return nil, err
 	}
+	b := c // the results are nil on an error return: release what b holds
 	defer func() {
 		if err != nil {
-			if c.mem != nil {
-				_ = c.mem.freeAll()
+			if b.mem != nil {
+				_ = b.mem.freeAll()
 			}
 			_ = dev.ReleasePrimaryContext()
 			c = nil
@@ -240,7 +245,7 @@ func (c *CUDA) Close() {
 		return
 	}
 	c.closed = true
-	c.enter()
+	defer c.enter()()
 	_ = c.drv.sync()
 	_ = c.mem.freeAll()
 	if c.g != nil {
@@ -248,9 +253,20 @@ func (c *CUDA) Close() {
 	}
 }
 
-// enter makes the context current on this OS thread (goroutines move).
-func (c *CUDA) enter() {
-	fail(c.drv.setCurrent())
+// enter locks the calling goroutine to its OS thread and makes the
+// context current there, for the driver calls of one op; the caller
+// defers the returned unlock (defer c.enter()()). A context is current per
+// OS thread, and a goroutine moves between threads: after any long driver
+// call (a JIT load, a stream synchronisation) the runtime may hand its P
+// to another thread, and the next call would find no context
+// (CUDA_ERROR_INVALID_CONTEXT) without the lock.
+func (c *CUDA) enter() (unlock func()) {
+	runtime.LockOSThread()
+	if err := c.drv.setCurrent(); err != nil {
+		runtime.UnlockOSThread()
+		fail(err)
+	}
+	return runtime.UnlockOSThread
 }
 
 // Failure is a device error inside an op (an allocation past the memory
@@ -333,7 +349,7 @@ func blocks(n, per int) uint32 { return uint32((n + per - 1) / per) }
 
 // NewActs implements backend.Backend.
 func (c *CUDA) NewActs(rows, cols int) backend.Acts {
-	c.enter()
+	defer c.enter()()
 	n := int64(rows) * int64(cols) * 4
 	p, err := c.mem.allocWork(fmt.Sprintf("activations %d×%d", rows, cols), n)
 	fail(err)
@@ -371,7 +387,7 @@ func (c *CUDA) copy2d(dst cu.DevPtr, ldd int, src cu.DevPtr, lds, rows, cols int
 
 // Upload implements backend.Backend.
 func (c *CUDA) Upload(dst backend.Acts, src []float32) {
-	c.enter()
+	defer c.enter()()
 	n := dst.Rows * dst.Cols
 	if n == 0 {
 		return
@@ -387,7 +403,7 @@ func (c *CUDA) Upload(dst backend.Acts, src []float32) {
 
 // Download implements backend.Backend (it waits for the queued work).
 func (c *CUDA) Download(dst []float32, src backend.Acts) {
-	c.enter()
+	defer c.enter()()
 	n := src.Rows * src.Cols
 	if n == 0 {
 		return
@@ -399,7 +415,7 @@ func (c *CUDA) Download(dst []float32, src backend.Acts) {
 // device→host copy and one wait (the logits of every conversation of a
 // batch, the codec's streams).
 func (c *CUDA) DownloadRows(dsts [][]float32, src backend.Acts) {
-	c.enter()
+	defer c.enter()()
 	n := src.Rows * src.Cols
 	if n == 0 {
 		return
@@ -413,7 +429,7 @@ func (c *CUDA) DownloadRows(dsts [][]float32, src backend.Acts) {
 // UploadRows implements backend.RowsUploader: the blocks gathered on the
 // host, one host→device copy (queued, not waited for).
 func (c *CUDA) UploadRows(dst backend.Acts, srcs [][]float32) {
-	c.enter()
+	defer c.enter()()
 	n := dst.Rows * dst.Cols
 	if n == 0 {
 		return
@@ -429,7 +445,7 @@ func (c *CUDA) UploadRows(dst backend.Acts, srcs [][]float32) {
 // Copy implements backend.Backend.
 func (c *CUDA) Copy(dst, src backend.Acts) {
 	sameShape("Copy", dst, src)
-	c.enter()
+	defer c.enter()()
 	c.copy2d(ptr(dst), ld(dst), ptr(src), ld(src), dst.Rows, dst.Cols)
 }
 
@@ -494,7 +510,7 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 	if x.Rows != dst.Rows || x.Cols != w.Cols || dst.Cols != w.Rows {
 		panic(fmt.Sprintf("cuda: MatMul: %d×%d · %q [%d, %d] into %d×%d", x.Rows, x.Cols, w.Name, w.Rows, w.Cols, dst.Rows, dst.Cols))
 	}
-	c.enter()
+	defer c.enter()()
 	if w.Dev == nil && w.OnCPU {
 		if c.o.CPU == nil {
 			fail(fmt.Errorf("weight %s is placed on the CPU but the backend has no CPU backend (Options.CPU)", w.Name))
@@ -524,7 +540,7 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 // cpuMatMul runs a CPU-placed product on the CPU backend: x down, y up.
 func (c *CUDA) cpuMatMul(dst, x backend.Acts, w *backend.Weight) {
 	cb := c.o.CPU
-	hx, hy := c.cpuActs(x.Rows, x.Cols), c.cpuActs(dst.Rows, dst.Cols)
+	hx, hy := c.cpuActs(0, x.Rows, x.Cols), c.cpuActs(1, dst.Rows, dst.Cols)
 	n := max(x.Rows*x.Cols, dst.Rows*dst.Cols)
 	if cap(c.host) < n {
 		c.host = make([]float32, n)
@@ -536,8 +552,12 @@ func (c *CUDA) cpuMatMul(dst, x backend.Acts, w *backend.Weight) {
 	c.Upload(dst, c.host[:dst.Rows*dst.Cols])
 }
 
-func (c *CUDA) cpuActs(rows, cols int) backend.Acts {
-	k := [2]int{rows, cols}
+// cpuActs is the CPU backend's buffer for a CPU-placed product's input
+// (role 0) or output (1) of that shape: the two never share one, even
+// when the weight is square (the product's input and output alias
+// otherwise).
+func (c *CUDA) cpuActs(role, rows, cols int) backend.Acts {
+	k := [3]int{role, rows, cols}
 	a, ok := c.cpuAct[k]
 	if !ok {
 		a = c.o.CPU.NewActs(rows, cols)
@@ -549,7 +569,7 @@ func (c *CUDA) cpuActs(rows, cols int) backend.Acts {
 // Norm implements backend.Backend.
 func (c *CUDA) Norm(dst, x backend.Acts, n *backend.Norm) {
 	sameShape("Norm", dst, x)
-	c.enter()
+	defer c.enter()()
 	w, wdt := c.vecWeight(n.W)
 	grid, block := [3]uint32{uint32(x.Rows), 1, 1}, [3]uint32{256, 1, 1}
 	if n.RMS {
@@ -565,7 +585,7 @@ func (c *CUDA) Norm(dst, x backend.Acts, n *backend.Norm) {
 // AddScaled implements backend.Backend.
 func (c *CUDA) AddScaled(dst, src backend.Acts, scale *backend.Weight) {
 	sameShape("AddScaled", dst, src)
-	c.enter()
+	defer c.enter()()
 	s, sdt := c.vecWeight(scale)
 	c.args.reset().p(ptr(dst)).i(ld(dst)).p(ptr(src)).i(ld(src)).i(dst.Rows).i(dst.Cols).p(s).i(sdt)
 	c.launch("add_scaled", [3]uint32{blocks(dst.Cols, 256), uint32(dst.Rows), 1}, [3]uint32{256, 1, 1}, 0)
@@ -589,14 +609,14 @@ func (c *CUDA) Gate(dst, src backend.Acts, act backend.Activation) {
 	if src.Cols != 2*h || src.Rows != dst.Rows {
 		panic(fmt.Sprintf("cuda: Gate: %d×%d into %d×%d", src.Rows, src.Cols, dst.Rows, dst.Cols))
 	}
-	c.enter()
+	defer c.enter()()
 	c.args.reset().p(ptr(dst)).i(ld(dst)).p(ptr(src)).i(ld(src)).i(dst.Rows).i(h).i(actCode(act))
 	c.launch("gate", [3]uint32{blocks(h, 256), uint32(dst.Rows), 1}, [3]uint32{256, 1, 1}, 0)
 }
 
 // Activate implements backend.Backend.
 func (c *CUDA) Activate(x backend.Acts, act backend.Activation) {
-	c.enter()
+	defer c.enter()()
 	c.args.reset().p(ptr(x)).i(ld(x)).i(x.Rows).i(x.Cols).i(actCode(act))
 	c.launch("activate", [3]uint32{blocks(x.Cols, 256), uint32(x.Rows), 1}, [3]uint32{256, 1, 1}, 0)
 }
@@ -604,7 +624,7 @@ func (c *CUDA) Activate(x backend.Acts, act backend.Activation) {
 // NewRope implements backend.Backend: the CPU's frequency table, on the
 // device.
 func (c *CUDA) NewRope(dh int, maxPeriod float64) *backend.Rope {
-	c.enter()
+	defer c.enter()()
 	cf := float32(-math.Log(maxPeriod) * 2 / float64(dh))
 	freqs := make([]float32, dh/2)
 	for i := range freqs {
@@ -620,7 +640,7 @@ func (c *CUDA) RoPE(x backend.Acts, r *backend.Rope, pos []int) {
 	if x.Rows == 0 {
 		return
 	}
-	c.enter()
+	defer c.enter()()
 	if len(pos) < x.Rows {
 		panic(fmt.Sprintf("cuda: RoPE: %d positions for %d rows", len(pos), x.Rows))
 	}
@@ -647,7 +667,7 @@ func (c *CUDA) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accu
 	if dst.Rows == 0 || dst.Cols == 0 {
 		return
 	}
-	c.enter()
+	defer c.enter()()
 	D := dst.Cols
 	words := (K + 31) / 32
 	n := dst.Rows * K * D
@@ -743,7 +763,7 @@ func (c *CUDA) freeRing(d *devRing) {
 
 // NewRing implements backend.Backend.
 func (c *CUDA) NewRing(heads, dh, capacity int) *backend.Ring {
-	c.enter()
+	defer c.enter()()
 	return &backend.Ring{Heads: heads, Dh: dh, Capacity: capacity, Data: c.newRingData(heads, dh, capacity)}
 }
 
@@ -755,7 +775,7 @@ func (c *CUDA) GrowRing(r *backend.Ring, capacity int) {
 	if r.End > r.Capacity {
 		panic("cuda: GrowRing after the ring wrapped")
 	}
-	c.enter()
+	defer c.enter()()
 	old := ringOf(r)
 	nr := c.newRingData(r.Heads, r.Dh, capacity)
 	if r.End > 0 {
@@ -769,7 +789,7 @@ func (c *CUDA) GrowRing(r *backend.Ring, capacity int) {
 
 // CopyRing implements backend.Backend.
 func (c *CUDA) CopyRing(dst, src *backend.Ring) {
-	c.enter()
+	defer c.enter()()
 	s := ringOf(src)
 	if dst.Capacity != src.Capacity || dst.Data == nil || ringOf(dst).k.n != s.k.n {
 		if dst.Data != nil {
@@ -786,7 +806,7 @@ func (c *CUDA) CopyRing(dst, src *backend.Ring) {
 
 // FillRing implements backend.Backend.
 func (c *CUDA) FillRing(r *backend.Ring, n int) {
-	c.enter()
+	defer c.enter()()
 	d := ringOf(r)
 	m := d.k.n / 4
 	c.args.reset().p(d.k.p).p(d.v.p).i64(m)
@@ -809,7 +829,7 @@ func (c *CUDA) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, st
 	if qkv.Cols != 3*D || qkv.Rows != out.Rows {
 		panic(fmt.Sprintf("cuda: Attend: qkv %d×%d, out %d×%d", qkv.Rows, qkv.Cols, out.Rows, out.Cols))
 	}
-	c.enter()
+	defer c.enter()()
 	total, most := 0, 0
 	heads, dh := 0, 0
 	for _, s := range seqs {
@@ -957,6 +977,8 @@ func FreeMemory() (int64, error) {
 	if err := Available(); err != nil {
 		return 0, err
 	}
+	runtime.LockOSThread() // the context is current on this thread only
+	defer runtime.UnlockOSThread()
 	d, err := cu.GetDevice(0)
 	if err != nil {
 		return 0, err

@@ -27,7 +27,7 @@ func NewDry(o Options, memory int64) (*CUDA, *DryStats, error) {
 // newOn is a backend on a driver that is not the GPU's (the dry driver,
 // the tests' fakes), before start.
 func newOn(o Options, d driver) *CUDA {
-	return &CUDA{o: o, drv: d, name: "dry run", major: 9, bf16: o.ComputeDType == "bf16", cpuAct: map[[2]int]backend.Acts{}, attendShared: maxAttendShared}
+	return &CUDA{o: o, drv: d, name: "dry run", major: 9, bf16: o.ComputeDType == "bf16", cpuAct: map[[3]int]backend.Acts{}, attendShared: maxAttendShared}
 }
 
 // DryStats counts what a dry backend was asked to do.

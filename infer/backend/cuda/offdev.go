@@ -25,7 +25,7 @@ func (c *CUDA) OffloadDevice() offload.Device { return &offloadDevice{c} }
 // UseRuntimeStream makes s (offload.Runtime.ComputeStream) the stream
 // every op is queued on, after what was queued so far.
 func (c *CUDA) UseRuntimeStream(s offload.Stream) error {
-	c.enter()
+	defer c.enter()()
 	return c.drv.setCompute(s)
 }
 
@@ -33,23 +33,15 @@ func (c *CUDA) UseRuntimeStream(s offload.Stream) error {
 // runtime closed after the backend: its buffers are already freed).
 var errClosed = errors.New("cuda: the backend is closed")
 
-// enter makes the backend's context current; false once it is closed.
-func (d *offloadDevice) enter() bool {
-	if d.c.closed {
-		return false
-	}
-	d.c.enter()
-	return true
-}
-
 func (d *offloadDevice) Budget() int64 { return d.c.mem.limit }
 func (d *offloadDevice) Used() int64   { return d.c.mem.used }
 func (d *offloadDevice) Peak() int64   { return d.c.mem.peak }
 
 func (d *offloadDevice) Alloc(name string, n int64) (offload.Buffer, error) {
-	if !d.enter() {
+	if d.c.closed {
 		return nil, errClosed
 	}
+	defer d.c.enter()()
 	p, err := d.c.mem.alloc(name, n)
 	if err != nil {
 		return nil, err
@@ -70,9 +62,10 @@ func (d *offloadDevice) Free(b offload.Buffer) error {
 	if err != nil {
 		return err
 	}
-	if !d.enter() {
+	if d.c.closed {
 		return nil // freed with the backend
 	}
+	defer d.c.enter()()
 	return d.c.mem.free(x.Ptr)
 }
 
@@ -90,16 +83,18 @@ func (d *offloadDevice) Unreserve(name string) {
 }
 
 func (d *offloadDevice) NewStream() (offload.Stream, error) {
-	if !d.enter() {
+	if d.c.closed {
 		return nil, errClosed
 	}
+	defer d.c.enter()()
 	return d.c.drv.newStream()
 }
 
 func (d *offloadDevice) DestroyStream(s offload.Stream) error {
-	if !d.enter() {
+	if d.c.closed {
 		return nil
 	}
+	defer d.c.enter()()
 	if s == d.c.drv.computeStream() {
 		return nil // the backend's compute stream now: it outlives the runtime
 	}
@@ -107,16 +102,18 @@ func (d *offloadDevice) DestroyStream(s offload.Stream) error {
 }
 
 func (d *offloadDevice) NewFence() (offload.Fence, error) {
-	if !d.enter() {
+	if d.c.closed {
 		return nil, errClosed
 	}
+	defer d.c.enter()()
 	return d.c.drv.newEvent()
 }
 
 func (d *offloadDevice) DestroyFence(f offload.Fence) error {
-	if !d.enter() {
+	if d.c.closed {
 		return nil
 	}
+	defer d.c.enter()()
 	return d.c.drv.destroyEvent(f)
 }
 
@@ -131,31 +128,35 @@ func (d *offloadDevice) CopyAsync(s offload.Stream, dst offload.Buffer, off int6
 	if off < 0 || off+int64(len(src)) > x.N {
 		return fmt.Errorf("cuda: copy of %d bytes at %d into a buffer of %d", len(src), off, x.N)
 	}
-	if !d.enter() {
+	if d.c.closed {
 		return errClosed
 	}
+	defer d.c.enter()()
 	d.c.rc.pin(src)
 	return d.c.drv.copyOn(s, x.Ptr+cu.DevPtr(off), src)
 }
 
 func (d *offloadDevice) Record(f offload.Fence, s offload.Stream) error {
-	if !d.enter() {
+	if d.c.closed {
 		return errClosed
 	}
+	defer d.c.enter()()
 	return d.c.drv.recordOn(f, s)
 }
 
 func (d *offloadDevice) Wait(f offload.Fence) error {
-	if !d.enter() {
+	if d.c.closed {
 		return errClosed
 	}
+	defer d.c.enter()()
 	return d.c.drv.syncEvent(f)
 }
 
 func (d *offloadDevice) StreamWait(s offload.Stream, f offload.Fence) error {
-	if !d.enter() {
+	if d.c.closed {
 		return errClosed
 	}
+	defer d.c.enter()()
 	return d.c.drv.waitOn(s, f)
 }
 
