@@ -206,7 +206,7 @@ func TestGPUCallPatternsDry(t *testing.T) {
 			if err := gen.Err(); err != nil {
 				t.Fatalf("%s %s: %v", sc.scenario, mode, err)
 			}
-			if len(recs) == 0 || st.Count("attend") == 0 || st.Count("matmul_fma") == 0 {
+			if len(recs) == 0 || st.Count("attend") == 0 || st.Count("matmul_fma")+st.Count("matmul_fma_rows") == 0 {
 				t.Fatalf("%s %s: %d steps, %d attention launches", sc.scenario, mode, len(recs), st.Count("attend"))
 			}
 			if pl != nil {

@@ -184,7 +184,7 @@ func (c *CUDA) start(limit int64) error {
 
 func (c *CUDA) loadKernels() error {
 	names := map[string][]string{
-		"matmul":      {"matmul_fma", "matmul_mma_bf16"},
+		"matmul":      {"matmul_fma", "matmul_fma_rows", "matmul_mma_bf16"},
 		"norm":        {"rmsnorm", "layernorm"},
 		"elementwise": {"copy2d", "add_scaled", "gate", "activate", "rope", "embed_sum"},
 		"attention":   {"ring_write", "attend", "fill_ring"},
@@ -317,6 +317,7 @@ func (a *args) f(v float32) *args   { return a.put(uint64(math.Float32bits(v)), 
 // lists, and launch checks every call against them.
 var signatures = map[string]string{
 	"matmul_fma":      "pipipiiiii",
+	"matmul_fma_rows": "pipipiiiii",
 	"matmul_mma_bf16": "pipipiiii",
 	"rmsnorm":         "pipiipif",
 	"layernorm":       "pipiipipif",
@@ -531,11 +532,22 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 		c.args.reset().p(ptr(dst)).i(ld(dst)).p(ptr(x)).i(ld(x)).p(wp).i(N).i(K).i(B).i(vec)
 		c.launch("matmul_mma_bf16", [3]uint32{blocks(N, 16), blocks(B, 8), 1}, [3]uint32{32 * 8, 1, 1}, 0)
 	} else {
+		// One output row a warp at B = 1 (memory-bound: the most warps
+		// streaming weights); fmaRows a warp for B > 1, where loading the
+		// activations bounds the product. Both sum every element in the
+		// same order, so the batching contract holds across the two.
 		const warps = 8
 		c.args.reset().p(ptr(dst)).i(ld(dst)).p(ptr(x)).i(ld(x)).p(wp).i(dtypeCode(w.DType)).i(N).i(K).i(B).i(vec)
-		c.launch("matmul_fma", [3]uint32{blocks(N, warps), 1, 1}, [3]uint32{32 * warps, 1, 1}, 0)
+		if B == 1 {
+			c.launch("matmul_fma", [3]uint32{blocks(N, warps), 1, 1}, [3]uint32{32 * warps, 1, 1}, 0)
+		} else {
+			c.launch("matmul_fma_rows", [3]uint32{blocks(N, warps*fmaRows), 1, 1}, [3]uint32{32 * warps, 1, 1}, 0)
+		}
 	}
 }
+
+// fmaRows is matmul_fma_rows' output rows a warp (FMA_ROWS in matmul.cu).
+const fmaRows = 4
 
 // cpuMatMul runs a CPU-placed product on the CPU backend: x down, y up.
 func (c *CUDA) cpuMatMul(dst, x backend.Acts, w *backend.Weight) {

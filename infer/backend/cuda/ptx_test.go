@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -56,7 +57,7 @@ func TestEmbeddedPTX(t *testing.T) {
 		t.Error("a Volta device was given PTX")
 	}
 	p, _ := ptxFor("matmul", 9)
-	for _, k := range []string{".entry matmul_fma", ".entry matmul_mma_bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"} {
+	for _, k := range []string{".entry matmul_fma", ".entry matmul_fma_rows", ".entry matmul_mma_bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"} {
 		if !strings.Contains(string(p), k) {
 			t.Errorf("matmul PTX lacks %q", k)
 		}
@@ -104,5 +105,19 @@ func TestSignaturesMatchPTX(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("signature of %s, which no PTX defines", name)
 		}
+	}
+}
+
+// The launch's grid for matmul_fma_rows counts fmaRows output rows a
+// warp: the kernel's FMA_ROWS must be the same (fewer and rows go
+// uncomputed, more and warps compute past their share).
+func TestFMARowsMatchesKernel(t *testing.T) {
+	src, err := os.ReadFile("kernels/matmul.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#define FMA_ROWS (\d+)$`).FindSubmatch(src)
+	if m == nil || string(m[1]) != strconv.Itoa(fmaRows) {
+		t.Fatalf("matmul.cu's FMA_ROWS is %q, the backend launches %d rows a warp", m, fmaRows)
 	}
 }

@@ -76,6 +76,72 @@ extern "C" __global__ void matmul_fma(float* y, int ldy, const float* x, int ldx
   }
 }
 
+// FMA_ROWS is the output rows a warp of matmul_fma_rows computes.
+#define FMA_ROWS 4
+
+// matmul_fma_rows: matmul_fma for B > 1, with the same sum for every
+// output element (lane l accumulates k = 256c + 8l + e in order (c, e),
+// then the same xor tree), so a row's bits are matmul_fma's for that row
+// alone. matmul_fma reads 8 activations per FMA row and batch row: for
+// B > 1 those loads, not the FMAs, bound it (1.8 TFLOP/s on an H200).
+// Here a warp takes FMA_ROWS output rows, so each activation it loads
+// (with two 16-byte loads where K % 8 == 0 and the rows of x are 16-byte
+// aligned) feeds FMA_ROWS weight rows.
+extern "C" __global__ void matmul_fma_rows(float* y, int ldy, const float* x, int ldx, const void* w, int dt, int N, int K, int B, int vec) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int n0 = (blockIdx.x * (blockDim.x >> 5) + warp) * FMA_ROWS;
+  if (n0 >= N) return;
+  int nr = min(FMA_ROWS, N - n0);
+  long long rb = row_bytes(dt, K);
+  const char* rows[FMA_ROWS];
+#pragma unroll
+  for (int r = 0; r < FMA_ROWS; r++) rows[r] = (const char*)w + (long long)(n0 + min(r, nr - 1)) * rb;
+  const int xv = (K & 7) == 0 && (ldx & 3) == 0 && ((unsigned long long)x & 15) == 0;
+  for (int b0 = 0; b0 < B; b0 += 8) {
+    int nb = min(8, B - b0);
+    float acc[FMA_ROWS][8];
+#pragma unroll
+    for (int r = 0; r < FMA_ROWS; r++)
+#pragma unroll
+      for (int b = 0; b < 8; b++) acc[r][b] = 0.0f;
+#pragma unroll 1
+    for (int k = lane * 8; k < K; k += 256) {
+      float wv[FMA_ROWS][8];
+#pragma unroll
+      for (int r = 0; r < FMA_ROWS; r++) load8(rows[r], dt, k, K, vec, wv[r]);
+#pragma unroll
+      for (int b = 0; b < 8; b++) {
+        if (b >= nb) break;
+        const float* xr = x + (long long)(b0 + b) * ldx + k;
+        float xe[8];
+        if (xv) {
+          float4 p = __ldg((const float4*)xr), q = __ldg((const float4*)xr + 1);
+          xe[0] = p.x; xe[1] = p.y; xe[2] = p.z; xe[3] = p.w;
+          xe[4] = q.x; xe[5] = q.y; xe[6] = q.z; xe[7] = q.w;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; e++) xe[e] = k + e < K ? xr[e] : 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+          if (k + e < K) {
+#pragma unroll
+            for (int r = 0; r < FMA_ROWS; r++) acc[r][b] = fmaf(wv[r][e], xe[e], acc[r][b]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < FMA_ROWS; r++)
+#pragma unroll
+      for (int b = 0; b < 8; b++) {
+        float v = acc[r][b];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0 && r < nr && b < nb) y[(long long)(b0 + b) * ldy + n0 + r] = v;
+      }
+  }
+}
+
 #define MMA_WARPS 8
 
 __device__ __forceinline__ void mma_bf16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
