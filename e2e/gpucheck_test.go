@@ -34,7 +34,7 @@ func TestGPUCheckDryRun(t *testing.T) {
 	}
 	want := map[string]string{
 		"conformance": "ok", "parity": "ok", "job:run_pt": "ok", "job:run_wav": "FAIL(1)", "job:run_dep8": "ok",
-		"bench:B1": "ok", "bench:B8": "ok", "bench:8GiB": "ok", "bench:B1-bf16": "ok", "bench:16GiB": "TIMEOUT", "bench:24GiB": "ok", "bench:8GiB-q8_0": "ok",
+		"bench:B1": "ok", "bench:B8": "ok", "bench:8GiB": "ok", "bench:B1-bf16": "ok", "bench:B8-bf16": "ok", "bench:B16": "ok", "bench:16GiB": "TIMEOUT", "bench:24GiB": "ok", "bench:8GiB-q8_0": "ok",
 	}
 	rows := 0
 	for _, line := range strings.Split(string(table), "\n") {

@@ -23,10 +23,10 @@
 #   job:run_pt, job:run_wav, job:run_dep8
 #                 the fixtures' full offline jobs with --device cuda: the
 #                 transcript must equal the reference's output.json
-#   bench:B1, bench:B8
+#   bench:B1, bench:B8, bench:B16
 #                 pp-offline bench at the 7B shape, fully resident (f32
-#                 compute: the FMA kernels); bench:B1-bf16 the same with
-#                 bf16 compute (tensor cores)
+#                 compute: the FMA kernels); bench:B1-bf16, bench:B8-bf16
+#                 the same with bf16 compute (tensor cores)
 #   bench:8GiB, bench:16GiB, bench:24GiB
 #                 the same under --cpu-offload --gpu-memory N (the plan's
 #                 prediction vs the measured frame time); bench:8GiB-q8_0
@@ -226,6 +226,8 @@ bench bench:B1 75 --batch-size 1
 bench bench:B8 75 --batch-size 8
 bench bench:8GiB 80 --batch-size 1 --cpu-offload --gpu-memory 8GiB
 bench bench:B1-bf16 60 --batch-size 1 --compute-dtype bf16
+bench bench:B8-bf16 60 --batch-size 8 --compute-dtype bf16
+bench bench:B16 60 --batch-size 16
 bench bench:16GiB 70 --batch-size 1 --cpu-offload --gpu-memory 16GiB
 bench bench:24GiB 70 --batch-size 1 --cpu-offload --gpu-memory 24GiB
 bench bench:8GiB-q8_0 70 --batch-size 1 --cpu-offload --gpu-memory 8GiB --weights q8_0
