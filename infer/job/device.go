@@ -379,10 +379,12 @@ func openCUDA(o DeviceOptions, job JobShape, c *cpu.CPU) (*cuda.CUDA, *offload.P
 		if err != nil {
 			return nil, nil, err
 		}
-		if job.PromptStates+codec >= budget {
-			return nil, nil, fmt.Errorf("offload: the codec's transformers (%s) and the prompt cache's states (%s) leave no room on the device (%s)", offload.FormatSize(codec), offload.FormatSize(job.PromptStates), offload.FormatSize(budget))
+		// So does the backend's upload arena, from the start.
+		fixed := job.PromptStates + codec + cuda.ArenaBytes
+		if fixed >= budget {
+			return nil, nil, fmt.Errorf("offload: --gpu-memory %s leaves no room for the LM: the codec's transformers take %s of it, the backend's upload arena %s and the prompt cache's states %s", offload.FormatSize(budget), offload.FormatSize(codec), offload.FormatSize(cuda.ArenaBytes), offload.FormatSize(job.PromptStates))
 		}
-		if plan, err = planUnits(units, max(1, job.BatchSize), budget-job.PromptStates-codec, gpuOffload, true); err != nil {
+		if plan, err = planUnits(units, max(1, job.BatchSize), budget-fixed, gpuOffload, true); err != nil {
 			return nil, nil, err
 		}
 		// Units come bound to their memory from the plan's runtime

@@ -199,3 +199,35 @@ func TestCUDAPromptCacheFitsDry(t *testing.T) {
 		t.Fatalf("--cpu-offload: %d items, %v", n, err)
 	}
 }
+
+// --cpu-offload plans the LM in what the device budget leaves beside the
+// backend's fixed buffers (the upload arena, the codec's transformers, the
+// prompt cache): a budget they fill is refused before anything loads, in
+// one line naming them; one a little larger runs (on the dry driver).
+func TestCPUOffloadBudgetLeavesFixedBuffers(t *testing.T) {
+	cfg, err := config.Load("../../testdata/tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := "../../testdata/tiny/"
+	o := Options{Config: cfg, MoshiWeight: tiny + "model.safetensors", MimiWeight: tiny + "mimi.safetensors",
+		Tokenizer: tiny + "tokenizer.model", Greedy: true, BatchSize: 1, PromptCache: -1}
+	run := func(mem int64) error {
+		withDryGPU(t, mem)
+		o.Device = DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: mem}}
+		var itemErr error
+		err := RunItems(context.Background(), o, Items(&Item{InputWAV: tiny + "input.wav", VoicePrompt: tiny + "voices/TINYF0.pt", Greedy: true}),
+			func(r ItemResult) { itemErr = r.Err })
+		if err == nil {
+			err = itemErr
+		}
+		return err
+	}
+	err = run(cuda.ArenaBytes)
+	if err == nil || !strings.Contains(err.Error(), "--gpu-memory 8.00 MiB leaves no room") || !strings.Contains(err.Error(), "upload arena") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a budget the arena fills: %v", err)
+	}
+	if err := run(cuda.ArenaBytes + 1<<20); err != nil {
+		t.Fatalf("a budget with room beside the arena: %v", err)
+	}
+}

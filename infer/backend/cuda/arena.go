@@ -8,6 +8,10 @@ import (
 // arenaBytes is the initial size of the upload arena.
 const arenaBytes = 8 << 20
 
+// ArenaBytes is the device memory the backend takes for its upload arena
+// when it starts (a planner's budget leaves it out).
+const ArenaBytes = arenaBytes
+
 // arena carries the small uploads of every op (row positions, attention
 // descriptors, gathered embeddings, activations) without a host sync: a
 // ring of pinned host memory mirrored by a ring of device memory at the
