@@ -27,6 +27,7 @@
 #                 pp-offline bench at the 7B shape, fully resident (f32
 #                 compute: the FMA kernels); bench:B1-bf16, bench:B8-bf16
 #                 the same with bf16 compute (tensor cores)
+#   profile:B1    where ncu is: the GPU time of ~one B = 1 frame, by kernel
 #   bench:8GiB, bench:16GiB, bench:24GiB
 #                 the same under --cpu-offload --gpu-memory N (the plan's
 #                 prediction vs the measured frame time); bench:8GiB-q8_0
@@ -231,5 +232,22 @@ bench bench:B16 60 --batch-size 16
 bench bench:16GiB 70 --batch-size 1 --cpu-offload --gpu-memory 16GiB
 bench bench:24GiB 70 --batch-size 1 --cpu-offload --gpu-memory 24GiB
 bench bench:8GiB-q8_0 70 --batch-size 1 --cpu-offload --gpu-memory 8GiB --weights q8_0
+
+# 5. Where a B = 1 frame's GPU time goes: an ncu trace of ~1,200
+# consecutive kernels (about one 7B frame after the warm-up) when ncu is
+# there; the log gets the kernels' times summed by name and grid, the table
+# the window's total. No row without ncu (the dry run has none).
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if [ $dry = 0 ] && [ -n "$ncu" ]; then
+  if step profile:B1 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --launch-skip 5000 --launch-count 1200 --csv \
+    "$PPO" bench --config testdata/personaplex-7b.config.json --device cuda --memory-mib 256 -q --batch-size 1 --frames 3 --warmup 5; then
+    summary=$(awk -F'","' '/"gpu__time_duration.sum"/ { gsub(/"/, "", $NF); gsub(/,/, "", $NF); k = $5 " " $9; t[k] += $NF; n[k]++; all += $NF; c++ }
+      END { for (k in t) printf "%10.1f us %5d x  %s\n", t[k] / 1000, n[k], k; printf "TOTAL %d kernels %.2f ms\n", c, all / 1e6 }' "$work/profile:B1.out" | sort -rn)
+    { echo "== profile:B1 by kernel and grid (ns summed):"; echo "$summary"; } >>"$log"
+    row profile:B1 ok - "$(echo "$summary" | awk '/^TOTAL/ { printf "%.2f", $4 }')" - - - - "GPU ms of $(echo "$summary" | awk '/^TOTAL/ { print $2 }') kernels (~1 frame), by kernel in gpu-check.log"
+  else
+    row profile:B1 "$last_status" - - - - - - "ncu: see gpu-check.log"
+  fi
+fi
 
 exit $status
