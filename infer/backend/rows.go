@@ -74,3 +74,11 @@ func checkBlocks(op string, blocks [][]float32, a Acts) {
 		panic(fmt.Sprintf("backend: %s: blocks of %d rows for a view of %d", op, rows, a.Rows))
 	}
 }
+
+// Syncer is implemented by a backend whose ops run asynchronously (a
+// device): Sync returns once every op queued so far has run. Nothing needs
+// it for correctness (a Download waits); timers that split a step into
+// stages do (lm.Engine.SetStageTiming).
+type Syncer interface {
+	Sync()
+}

@@ -143,6 +143,7 @@ func bench(o BenchOptions) (*BenchResult, error) {
 		return nil, err
 	}
 	eng := lm.NewEngine(model, d.Backend(), w)
+	eng.SetStageTiming(true) // on a GPU: the temporal transformer's device time, not its queueing
 	sess := NewSession(eng, codec)
 	frame := codec.FrameSize()
 	gens := make([]*lm.Gen, B)

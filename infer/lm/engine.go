@@ -45,7 +45,8 @@ type Engine struct {
 	one   [1]*Gen // a step of one conversation, without allocation
 	oneIn [1]Input
 
-	ctx context.Context // SetContext
+	ctx       context.Context // SetContext
+	stageSync bool            // SetStageTiming
 
 	temporalBytes int64
 }
@@ -66,6 +67,14 @@ func NewEngine(m *Model, be backend.Backend, w Weights) *Engine {
 func NewGen(m *Model, be backend.Backend, opt GenOptions) *Gen {
 	return NewEngine(m, be, nil).NewGen(opt)
 }
+
+// SetStageTiming makes each pass wait for the temporal transformer's work
+// before timing it (Stats' TemporalTime, HeadsTime), on a backend whose ops
+// run asynchronously (backend.Syncer): without it, TemporalTime is only
+// the host's time to queue the work, and the device's time for it lands in
+// HeadsTime, at the heads' first download. The wait costs one host
+// synchronisation a pass (bench turns it on; jobs do not).
+func (e *Engine) SetStageTiming(on bool) { e.stageSync = on }
 
 // SetContext makes Step stop when ctx is cancelled: between the layers of
 // a pass (a long prefill included), returning ctx.Err(). The conversations
@@ -197,6 +206,9 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 	w.BeginPass()
 	t0 := time.Now()
 	e.m.Transformer.Forward(e.tsc, w, x, parts, true)
+	if s, ok := be.(backend.Syncer); ok && e.stageSync {
+		s.Sync()
+	}
 	t1 := time.Now()
 	if e.cancelled() != nil {
 		w.EndPass()

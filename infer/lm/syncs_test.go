@@ -66,3 +66,50 @@ func TestStepHostWaitsIndependentOfBatch(t *testing.T) {
 	}
 	t.Logf("downloads per step at B = 1, 4, 16: %v", perB)
 }
+
+// SetStageTiming adds exactly one wait a pass on an asynchronous backend
+// (after the temporal transformer, so that its time is the device's, not
+// the host's queueing) and nothing else; off, as in jobs, there is none.
+func TestStageTimingWaitsOnceAPass(t *testing.T) {
+	m := tinyModel(t, "model.safetensors")
+	user := SineTokens[:m.Cfg.NQ-AudioTokensPerStream]
+	var ran []bool // the step ran the temporal transformer (a pass)
+	waits := func(stage bool) []int {
+		ran = ran[:0]
+		g, st, err := cuda.NewDry(cuda.Options{ComputeDType: "f32"}, 256<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		e := NewEngine(m, g, nil)
+		e.SetStageTiming(stage)
+		gens := []*Gen{e.NewGen(GenOptions{}), e.NewGen(GenOptions{Seed: 1})}
+		ins := []Input{{User: user}, {User: user}}
+		var out []int
+		for s := 0; s < 6; s++ {
+			d0, s0 := st.HostWaits()
+			w0 := g.ArenaWraps()
+			if err := e.Step(gens, ins); err != nil {
+				t.Fatal(err)
+			}
+			d1, s1 := st.HostWaits()
+			out = append(out, (s1-s0)-(d1-d0)-(g.ArenaWraps()-w0))
+			ran = append(ran, gens[0].Stats().Transformer)
+		}
+		return out
+	}
+	off, on := waits(false), waits(true)
+	passes := 0
+	for s := range off {
+		want := 0
+		if ran[s] {
+			want, passes = 1, passes+1
+		}
+		if off[s] != 0 || on[s] != want {
+			t.Fatalf("step %d (pass %v): %d waits besides downloads without stage timing, %d with (want 0 and %d)", s, ran[s], off[s], on[s], want)
+		}
+	}
+	if passes == 0 {
+		t.Fatal("no step ran the temporal transformer")
+	}
+}

@@ -402,6 +402,12 @@ func (c *CUDA) Upload(dst backend.Acts, src []float32) {
 	c.copy2d(ptr(dst), ld(dst), tmp, dst.Cols, dst.Rows, dst.Cols)
 }
 
+// Sync implements backend.Syncer: it waits for the queued work.
+func (c *CUDA) Sync() {
+	defer c.enter()()
+	fail(c.drv.sync())
+}
+
 // Download implements backend.Backend (it waits for the queued work).
 func (c *CUDA) Download(dst []float32, src backend.Acts) {
 	defer c.enter()()
