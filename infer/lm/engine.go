@@ -206,7 +206,7 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 	w.BeginPass()
 	t0 := time.Now()
 	e.m.Transformer.Forward(e.tsc, w, x, parts, true)
-	if s, ok := be.(backend.Syncer); ok && e.stageSync {
+	if s, ok := be.(backend.Syncer); e.stageSync && ok {
 		s.Sync()
 	}
 	t1 := time.Now()

@@ -97,9 +97,13 @@ func transformerStd(r nn.TensorRef) float32 {
 // DeviceBytes is the device memory the codec holds on a device backend
 // for streams streams (its SEANet and quantizer stay on the CPU): the two
 // transformers' tensors as float32 (what a checkpoint stores) and each
-// stream's key and value rings, reserved at the full context as newStage
-// does.
+// stream's key and value rings, reserved at the transformer's full
+// capacity as newStage does.
 func DeviceBytes(cfg *config.Mimi, streams int) (int64, error) {
+	tr, err := nn.NewTransformer(transformerConfig(cfg))
+	if err != nil {
+		return 0, err
+	}
 	var n int64
 	for _, p := range []string{"encoder_transformer", "decoder_transformer"} {
 		refs, err := transformerTensors(cfg, p)
@@ -113,8 +117,8 @@ func DeviceBytes(cfg *config.Mimi, streams int) (int64, error) {
 			}
 			n += e
 		}
+		// K and V of every layer, float32, for each stream.
+		n += int64(cfg.Transformer.NumLayers) * 2 * int64(tr.MaxCapacity()) * int64(tr.Cfg.NumHeads*tr.DHead) * 4 * int64(max(1, streams))
 	}
-	t := &cfg.Transformer
-	rings := 2 * int64(t.NumLayers) * 2 * int64(t.Context) * int64(t.DModel) * 4 // two transformers, K and V, float32
-	return n + rings*int64(max(1, streams)), nil
+	return n, nil
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/backend/cuda/cu"
 	"github.com/pp-offline/pp-offline/infer/weights"
@@ -112,5 +111,3 @@ func bitsF32(v []float32) []uint32 {
 	}
 	return u
 }
-
-var _ backend.Backend = (*CUDA)(nil)
