@@ -262,7 +262,11 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 					if f&mmtFinal == 0 {
 						continue
 					}
-					mmtScatter(dst[p0+tl.t0:p0+tl.t0+tn], acc, rg, (re-rg)/R, R, tl.T, accF)
+					rs, ts := tl.T, 1 // output (r, t) at acc[r·rs + t·ts]
+					if isa == 1 && tl.T == 4 {
+						rs, ts = 1, 4 // the 3×4 tiles' transposed sums (ZTREE12)
+					}
+					mmtScatter(dst[p0+tl.t0:p0+tl.t0+tn], acc, rg, (re-rg)/R, R, rs, ts, accF)
 				}
 			}
 		}
@@ -403,22 +407,22 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 }
 
 // mmtScatter writes the sums of nt row tiles of R rows (rows rg…) from the
-// tiles' states (output i = r·T + t of tile q at acc[q·accF + i]) into
-// the inputs' outputs dst[t][rg…], one output vector at a time.
-func mmtScatter(dst [][]float32, acc []float32, rg, nt, R, T, accF int) {
+// tiles' states (output (r, t) of tile q at acc[q·accF + r·rs + t·ts])
+// into the inputs' outputs dst[t][rg…], one output vector at a time.
+func mmtScatter(dst [][]float32, acc []float32, rg, nt, R, rs, ts, accF int) {
 	for t, out := range dst {
 		d := out[rg : rg+nt*R]
-		a := acc[t:]
+		a := acc[t*ts:]
 		if R == 3 {
 			for q := range nt {
 				o := q * accF
-				d[3*q], d[3*q+1], d[3*q+2] = a[o], a[o+T], a[o+2*T]
+				d[3*q], d[3*q+1], d[3*q+2] = a[o], a[o+rs], a[o+2*rs]
 			}
 			continue
 		}
 		for q := range nt {
 			for i := range R {
-				d[q*R+i] = a[q*accF+i*T]
+				d[q*R+i] = a[q*accF+i*rs]
 			}
 		}
 	}
