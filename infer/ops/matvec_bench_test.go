@@ -124,8 +124,11 @@ func BenchmarkMatMulBF16_4224x512_T16(b *testing.B)  { benchMatMul(b, weights.BF
 
 // Mimi's transformer FFN at B = 16 (two positions a stream a frame): f32
 // weights, 512 columns.
-func BenchmarkMatMulF32_2048x512_T32(b *testing.B)  { benchMatMul(b, weights.F32, 2048, 512, 32) }
-func BenchmarkMatMulF32_512x2048_T32(b *testing.B)  { benchMatMul(b, weights.F32, 512, 2048, 32) }
+func BenchmarkMatMulF32_2048x512_T32(b *testing.B) { benchMatMul(b, weights.F32, 2048, 512, 32) }
+func BenchmarkMatMulF32_512x2048_T32(b *testing.B) { benchMatMul(b, weights.F32, 512, 2048, 32) }
+
+// The same at B = 1 (two positions).
+func BenchmarkMatMulF32_2048x512_T2(b *testing.B)   { benchMatMul(b, weights.F32, 2048, 512, 2) }
 func BenchmarkMatMulQ8_0_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.Q8_0, 4096, 4096, 8) }
 func BenchmarkMatMulQ4_K_4096x4096_T8(b *testing.B) { benchMatMul(b, weights.Q4_K, 4096, 4096, 8) }
 func BenchmarkMatMulQ8_0_4096x4096_T64(b *testing.B) {

@@ -50,14 +50,15 @@ func TestMatMulTilesBounds(t *testing.T) {
 			xp[i] = &x[0]
 		}
 		acc := make([]float32, mmtAccFloats)
-		for _, tc := range []struct{ r, cb, n int }{{1, 0, 64}, {0, 32, 64}, {0, 256, 512}, {0, 0, 48}} {
+		R, T, _ := mmtShape(k.id, weights.Q4_K)
+		for _, tc := range []struct{ r, R, cb, n int }{{4 - R, R, 0, 64}, {0, R, 32, 64}, {0, R, 256, 512}, {0, R, 0, 48}, {0, R + 1, 0, 64}} {
 			t.Run(fmt.Sprintf("%s/%v", k.name, tc), func(t *testing.T) {
 				defer func() {
 					if recover() == nil {
 						t.Fatal("no panic")
 					}
 				}()
-				m.mmtCall(k.id, tc.r, 3, 1, tc.cb, tc.n, 4, &xp, acc, 0, nil)
+				m.mmtCall(k.id, tc.r, tc.R, 1, tc.cb, tc.n, T, &xp, acc, 0, nil)
 			})
 		}
 	}

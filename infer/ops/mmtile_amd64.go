@@ -67,6 +67,12 @@ func mmtEvenOdd(dst, src *float32, n int)
 func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
+func mmtBF16AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
+func mmtF32AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
 func mmtF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
@@ -96,7 +102,8 @@ const (
 	// share it).
 	mmtXBytes = 32 << 10
 	// mmtGroupRows is the weight rows an input tile's column block
-	// passes over (a multiple of 3); their block of weights stays in L2.
+	// passes over (a multiple of the tiles' 2 and 3 rows); their block of
+	// weights stays in L2.
 	mmtGroupRows = 24
 	// mmtMaxT bounds the inputs of one pass over the weights (more run as
 	// several passes).
@@ -147,6 +154,22 @@ type mmtTile struct {
 	t0, n, T int
 }
 
+// mmtShape is the tile of variant id for dtype dt: R weight rows × up to
+// Tmax inputs, its state accF floats. The AVX2 bf16 and f32 tiles are
+// 2 rows × 3 inputs in two passes over a block (lanes 0-15, then 16-31 of
+// the 32-lane contract: 12 ymm accumulators a pass, the 16 registers'
+// limit), which loads 0.83 operands an FMA where 1 × 3 loads 1.17; the
+// other AVX2 tiles are 1 × 3.
+func mmtShape(id kernelID, dt weights.DType) (R, Tmax, accF int) {
+	switch {
+	case id == kAVX512:
+		return 3, 4, mmtAccFloats
+	case dt == weights.BF16 || dt == weights.F32:
+		return 2, 3, 24 * 8
+	}
+	return 1, 3, 12 * 8
+}
+
 // mmtKind picks the kernel: 0 = none.
 func mmtKind(id kernelID, dt weights.DType) int {
 	switch id {
@@ -175,10 +198,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 	isa := mmtKind(k.id, m.DType)
 	c := m.Cols
 	nl := c &^ (lanes - 1)
-	R, Tmax, accF := 3, 4, mmtAccFloats
-	if isa == 2 {
-		R, Tmax, accF = 1, 3, 12*8
-	}
+	R, Tmax, accF := mmtShape(k.id, m.DType)
 	if isa == 0 || nl == 0 || r1-r0 < R {
 		return false
 	}
@@ -196,6 +216,11 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 		ntiles++
 	}
 	cbk := max(256, mmtXBytes/(4*Tmax)&^255)
+	if isa == 2 && R == 2 {
+		// The two-pass tile reads its rows' block twice: half the block
+		// keeps the inputs and both rows in L1.
+		cbk = max(256, mmtXBytes/(8*Tmax)&^255)
+	}
 	if tb <= 2 {
 		// Two inputs load little per FMA even from L2: whole rows, one
 		// stream each, as the matrix-vector kernel reads them.
@@ -325,30 +350,27 @@ func (m Mat) mmtNextShare(f, ti, na, nrt int, nb mmtBlock) (int, *byte) {
 }
 
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
-// rows from row r, columns [cb, cb+n), their states one after another in
+// rows (mmtShape's) from row r, columns [cb, cb+n), their states one after another in
 // acc (accF floats each), after checking that every access stays in m and
 // acc.
 func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte) {
 	c := m.Cols
-	accF := mmtAccFloats
-	if id == kAVX2 {
-		accF = 12 * 8
-	}
-	if nrt <= 0 || len(acc) < nrt*accF || n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+nrt*R > m.Rows {
+	shapeR, _, accF := mmtShape(id, m.DType)
+	if R != shapeR || nrt <= 0 || len(acc) < nrt*accF || n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+nrt*R > m.Rows {
 		panic("ops: kernel bounds")
 	}
-	R = nrt * R // the rows read
+	rows := nrt * R // the rows read
 	var w *byte
 	var stride int
 	switch m.DType {
 	case weights.BF16, weights.F16:
-		last := (r+R-1)*c + cb + n
+		last := (r+rows-1)*c + cb + n
 		if last > len(m.u16) {
 			panic("ops: kernel bounds")
 		}
 		w, stride = (*byte)(unsafe.Pointer(&m.u16[r*c+cb])), 2*c
 	case weights.F32:
-		if (r+R-1)*c+cb+n > len(m.f32) {
+		if (r+rows-1)*c+cb+n > len(m.f32) {
 			panic("ops: kernel bounds")
 		}
 		w, stride = (*byte)(unsafe.Pointer(&m.f32[r*c+cb])), 4*c
@@ -358,7 +380,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		if m.DType == weights.Q4_K && cb%256 != 0 {
 			panic("ops: kernel bounds")
 		}
-		if (r+R-1)*rb+qBlockBytes(m.DType, cb+n) > len(m.q) {
+		if (r+rows-1)*rb+qBlockBytes(m.DType, cb+n) > len(m.q) {
 			panic("ops: kernel bounds")
 		}
 		w, stride = &m.q[r*rb+off], rb
@@ -389,6 +411,13 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 			mmtQ8_0AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
 		case weights.Q4_K:
 			mmtQ4_KAVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+		}
+	case R == 2: // the AVX2 two-row tiles (mmtShape)
+		switch m.DType {
+		case weights.BF16:
+			mmtBF16AVX2x2x3(w, stride, xp, n, &acc[0], fl, nrt)
+		case weights.F32:
+			mmtF32AVX2x2x3(w, stride, xp, n, &acc[0], fl, nrt)
 		}
 	default:
 		switch m.DType {

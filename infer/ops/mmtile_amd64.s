@@ -45,8 +45,9 @@
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
 // weights through Z24-Z26, inputs through Z27 (x pointers BX, CX, DX, DI),
 // Q8_0 scales or Q4_K tables in Z28-Z30 (bf16: the odd columns' mask in
-// Z28), the Q4_K nibble values 0…15 in Z31. AVX2 tiles: 1 row × 3 inputs;
-// input t's lane groups 8q…8q+7 in Y(4t+q) (bf16: the even/odd groups);
+// Z28), the Q4_K nibble values 0…15 in Z31. AVX2 tiles (f16, Q8_0, Q4_K;
+// bf16 and f32 run "2 rows × 3 inputs in two passes" below): 1 row × 3
+// inputs; input t's lane groups 8q…8q+7 in Y(4t+q) (bf16: the even/odd groups);
 // weights through Y12 (bf16: loaded into Y13, the mask in Y14). AX is
 // the column, R12 n, R8 the stride, R13 R·stride (the next row tile), R11
 // the state pointer, R14 scratch (bf16: the prefetch pointer in the loop).
@@ -943,6 +944,188 @@ TEXT ·mmtQ8_0AVX2x3(SB), NOSPLIT, $0-56
 
 TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
 	MTQ4K256
+
+// ---- AVX2: 2 rows × 3 inputs in two passes ----
+//
+// The 32-lane contract needs 4 ymm an output, so a 1 × 3 tile fills 12 of
+// the 16 registers and loads an input operand for every FMA. Lanes 0-15
+// and 16-31 never meet before the final sums, so these tiles run a block
+// twice: pass A accumulates the lane groups of columns 0-15 of every
+// 32-column group (bf16: the even and odd lanes of that half; f32: lanes
+// 0-7 and 8-15), pass B those of columns 16-31, each with 2 rows × 3
+// inputs × 2 groups = 12 accumulators, the rows' weights in Y12, Y13 and
+// the input in Y15 (read once for both rows): 10 loads for 12 FMAs. Each
+// lane still gets its columns in order, one FMA each. The state: pass A's
+// 12 registers at acc, pass B's at acc + 384; the last block adds pass A's
+// groups to pass B's in HSUM32_256's and HSUMEO256's tree and writes
+// output (r, t) to acc[3r + t]. Accumulator of row r, input t, group h:
+// Y(6h + 3r + t). R9 is the second row, R10 pass B's state, R13 two rows'
+// stride (the next row tile, and the prefetch distance).
+
+// R2X3: the FMAs of group XOFF of the 3 inputs with rows Y12, Y13.
+#define R2X3(XOFF, A0, A1, A2, B0, B1, B2) \
+	VMOVUPS XOFF(BX)(AX*4), Y15; \
+	VFMADD231PS Y15, Y12, A0; \
+	VFMADD231PS Y15, Y13, B0; \
+	VMOVUPS XOFF(CX)(AX*4), Y15; \
+	VFMADD231PS Y15, Y12, A1; \
+	VFMADD231PS Y15, Y13, B1; \
+	VMOVUPS XOFF(DX)(AX*4), Y15; \
+	VFMADD231PS Y15, Y12, A2; \
+	VFMADD231PS Y15, Y13, B2
+#define R2X3H0(XOFF) R2X3(XOFF, Y0, Y1, Y2, Y3, Y4, Y5)
+#define R2X3H1(XOFF) R2X3(XOFF, Y6, Y7, Y8, Y9, Y10, Y11)
+
+// bf16 (the even/odd layout), one half of a group: its 16 columns at
+// WOFF, the even lanes' inputs at XE, the odd lanes' at XO (Y14 = the
+// mask); Y15 holds a row's raw bf16 before it widens.
+#define R2BF16(WOFF, XE, XO) \
+	VMOVDQU WOFF(SI), Y15; \
+	VPSLLD $16, Y15, Y12; \
+	VMOVDQU WOFF(R9), Y15; \
+	VPSLLD $16, Y15, Y13; \
+	R2X3H0(XE); \
+	VPAND WOFF(SI), Y14, Y12; \
+	VPAND WOFF(R9), Y14, Y13; \
+	R2X3H1(XO)
+#define R2BF16A R2BF16(0, 0, 64)
+#define R2BF16B R2BF16(32, 32, 96)
+
+// f32, one half of a group: lane groups at byte offsets O0, O1 (weights
+// and inputs alike).
+#define R2F32(O0, O1) \
+	VMOVUPS O0(SI), Y12; \
+	VMOVUPS O0(R9), Y13; \
+	R2X3H0(O0); \
+	VMOVUPS O1(SI), Y12; \
+	VMOVUPS O1(R9), Y13; \
+	R2X3H1(O1)
+#define R2F32A R2F32(0, 32)
+#define R2F32B R2F32(64, 96)
+
+// R2SUMBF16: output i (= 3r + t) of the bf16 tile: even = pass A's group
+// 0 + pass B's (Yi), odd = their groups 1 (Y(6+i)), then HSUMEO256's
+// folds 4, 2, 1 and even + odd → acc[i]. Pass A's registers are read
+// before any sum is written (the sums land in its first register's slot).
+#define R2SUMEO(I, YE, XE, YO, XO) \
+	HSUM8TO(YE, XE); \
+	HSUM8TO(YO, XO); \
+	VADDSS XO, XE, XE; \
+	VMOVSS XE, (4*I)(R11)
+#define R2ADDA \
+	VADDPS 0(R11), Y0, Y0; \
+	VADDPS 32(R11), Y1, Y1; \
+	VADDPS 64(R11), Y2, Y2; \
+	VADDPS 96(R11), Y3, Y3; \
+	VADDPS 128(R11), Y4, Y4; \
+	VADDPS 160(R11), Y5, Y5; \
+	VADDPS 192(R11), Y6, Y6; \
+	VADDPS 224(R11), Y7, Y7; \
+	VADDPS 256(R11), Y8, Y8; \
+	VADDPS 288(R11), Y9, Y9; \
+	VADDPS 320(R11), Y10, Y10; \
+	VADDPS 352(R11), Y11, Y11
+#define R2SUMBF16 \
+	R2ADDA; \
+	R2SUMEO(0, Y0, X0, Y6, X6); \
+	R2SUMEO(1, Y1, X1, Y7, X7); \
+	R2SUMEO(2, Y2, X2, Y8, X8); \
+	R2SUMEO(3, Y3, X3, Y9, X9); \
+	R2SUMEO(4, Y4, X4, Y10, X10); \
+	R2SUMEO(5, Y5, X5, Y11, X11)
+
+// R2SUMF32: output i of the f32 tile: (g0 + g2) + (g1 + g3) (pass A holds
+// g0, g1, pass B g2, g3), then HSUM8TO → acc[i].
+#define R2SUM32(I, YA, XA, YB) \
+	VADDPS YB, YA, YA; \
+	HSUM8TO(YA, XA); \
+	VMOVSS XA, (4*I)(R11)
+#define R2SUMF32 \
+	R2ADDA; \
+	R2SUM32(0, Y0, X0, Y6); \
+	R2SUM32(1, Y1, X1, Y7); \
+	R2SUM32(2, Y2, X2, Y8); \
+	R2SUM32(3, Y3, X3, Y9); \
+	R2SUM32(4, Y4, X4, Y10); \
+	R2SUM32(5, Y5, X5, Y11)
+
+// R2GROUP: one 32-column group (BODY), both rows' pointers on by STEP,
+// the column compared with n (the caller's JLT loops).
+#define R2GROUP(BODY, STEP) \
+	BODY; \
+	ADDQ STEP, SI; \
+	ADDQ STEP, R9; \
+	ADDQ $32, AX; \
+	CMPQ AX, R12
+
+// R2PASS starts a pass at the block's first group: its state from P
+// (flag 1) or zero.
+#define R2PASS(P, ZL, RL) \
+	MOVQ w+0(FP), SI; \
+	LEAQ (SI)(R8*1), R9; \
+	XORQ AX, AX; \
+	TESTQ $FL_LOAD, R14; \
+	JZ ZL; \
+	YLOAD12(P); \
+	JMP RL; \
+ZL: \
+	YZERO12; \
+RL:
+
+// MT2X3: the two-pass kernel body (BODYA, BODYB: a group of pass A and
+// B; STEP: a group's bytes per row; SUMS: the last block's sums).
+#define MT2X3(BODYA, BODYB, STEP, SUMS) \
+	MOVQ xs+16(FP), AX; \
+	XP3; \
+	MOVQ stride+8(FP), R8; \
+	LEAQ (R8)(R8*1), R13; \
+tile: \
+	MOVQ acc+32(FP), R11; \
+	LEAQ 384(R11), R10; \
+	MOVQ n+24(FP), R12; \
+	MOVQ flags+40(FP), R14; \
+	R2PASS(R11, zeroA, readyA); \
+	TESTQ $FL_PF, R14; \
+	JNZ loopApf; \
+loopA: \
+	R2GROUP(BODYA, STEP); \
+	JLT loopA; \
+	JMP endA; \
+loopApf: \
+	PREFETCHT1 (SI)(R13*1); \
+	PREFETCHT1 (R9)(R13*1); \
+	R2GROUP(BODYA, STEP); \
+	JLT loopApf; \
+endA: \
+	YSTORE12(R11); \
+	R2PASS(R10, zeroB, readyB); \
+loopB: \
+	R2GROUP(BODYB, STEP); \
+	JLT loopB; \
+	TESTQ $FL_FINAL, R14; \
+	JNZ final; \
+	YSTORE12(R10); \
+	JMP next; \
+final: \
+	SUMS; \
+next: \
+	MOVQ w+0(FP), SI; \
+	ADDQ R13, SI; \
+	MOVQ SI, w+0(FP); \
+	MOVQ acc+32(FP), R11; \
+	ADDQ $768, R11; \
+	MOVQ R11, acc+32(FP); \
+	DECQ tiles+48(FP); \
+	JNZ tile; \
+	VZEROUPPER; \
+	RET
+
+TEXT ·mmtBF16AVX2x2x3(SB), NOSPLIT, $0-56
+	VPBROADCASTD mmtHiMask<>(SB), Y14
+	MT2X3(R2BF16A, R2BF16B, $64, R2SUMBF16)
+
+TEXT ·mmtF32AVX2x2x3(SB), NOSPLIT, $0-56
+	MT2X3(R2F32A, R2F32B, $128, R2SUMF32)
 
 // func mmtEvenOdd(dst, src *float32, n int): src's n floats (a multiple
 // of 32) in the bf16 tiles' input layout: per 32-float group, its 16 even
