@@ -350,9 +350,9 @@ func (m Mat) mmtNextShare(f, ti, na, nrt int, nb mmtBlock) (int, *byte) {
 }
 
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
-// rows (mmtShape's) from row r, columns [cb, cb+n), their states one after another in
-// acc (accF floats each), after checking that every access stays in m and
-// acc.
+// rows (mmtShape's) from row r, columns [cb, cb+n), their states one after
+// another in acc (accF floats each), after checking that every access
+// stays in m and acc.
 func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte) {
 	c := m.Cols
 	shapeR, _, accF := mmtShape(id, m.DType)
