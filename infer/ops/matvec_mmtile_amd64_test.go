@@ -50,7 +50,7 @@ func TestMatMulTilesBounds(t *testing.T) {
 			xp[i] = &x[0]
 		}
 		acc := make([]float32, mmtAccFloats)
-		R, T, _ := mmtShape(k.id, weights.Q4_K)
+		R, T, _ := mmtShape(k.id, weights.Q4_K, mmtMaxT)
 		for _, tc := range []struct{ r, R, cb, n int }{{4 - R, R, 0, 64}, {0, R, 32, 64}, {0, R, 256, 512}, {0, R, 0, 48}, {0, R + 1, 0, 64}} {
 			t.Run(fmt.Sprintf("%s/%v", k.name, tc), func(t *testing.T) {
 				defer func() {

@@ -154,17 +154,19 @@ type mmtTile struct {
 	t0, n, T int
 }
 
-// mmtShape is the tile of variant id for dtype dt: R weight rows × up to
-// Tmax inputs, its state accF floats. The AVX2 bf16 and f32 tiles are
-// 2 rows × 3 inputs in two passes over a block (lanes 0-15, then 16-31 of
-// the 32-lane contract: 12 ymm accumulators a pass, the 16 registers'
-// limit), which loads 0.83 operands an FMA where 1 × 3 loads 1.17; the
-// other AVX2 tiles are 1 × 3.
-func mmtShape(id kernelID, dt weights.DType) (R, Tmax, accF int) {
+// mmtShape is the tile of variant id for dtype dt in a pass over inputs
+// inputs: R weight rows × up to Tmax inputs, its state accF floats. The
+// AVX2 bf16 and f32 tiles are 2 rows × 3 inputs in two passes over a
+// block (lanes 0-15, then 16-31 of the 32-lane contract: 12 ymm
+// accumulators a pass, the 16 registers' limit), which loads 0.83
+// operands an FMA where 1 × 3 loads 1.17; with 1 or 2 inputs (a product
+// bound by reading its weights, as Mimi's transformers at B = 1) they
+// measured slower than 1 × 3, which the other AVX2 tiles always are.
+func mmtShape(id kernelID, dt weights.DType, inputs int) (R, Tmax, accF int) {
 	switch {
 	case id == kAVX512:
 		return 3, 4, mmtAccFloats
-	case dt == weights.BF16 || dt == weights.F32:
+	case (dt == weights.BF16 || dt == weights.F32) && inputs > 2:
 		return 2, 3, 24 * 8
 	}
 	return 1, 3, 12 * 8
@@ -198,12 +200,12 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 	isa := mmtKind(k.id, m.DType)
 	c := m.Cols
 	nl := c &^ (lanes - 1)
-	R, Tmax, accF := mmtShape(k.id, m.DType)
+	passes := (len(xs) + mmtMaxT - 1) / mmtMaxT
+	tb := (len(xs) + passes - 1) / passes
+	R, Tmax, accF := mmtShape(k.id, m.DType, tb)
 	if isa == 0 || nl == 0 || r1-r0 < R {
 		return false
 	}
-	passes := (len(xs) + mmtMaxT - 1) / mmtMaxT
-	tb := (len(xs) + passes - 1) / passes
 	var tiles [mmtMaxT]mmtTile
 	ntiles := 0
 	for j := 0; j < tb; j += Tmax {
@@ -350,13 +352,18 @@ func (m Mat) mmtNextShare(f, ti, na, nrt int, nb mmtBlock) (int, *byte) {
 }
 
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
-// rows (mmtShape's) from row r, columns [cb, cb+n), their states one after
+// rows (one of mmtShape's) from row r, columns [cb, cb+n), their states one after
 // another in acc (accF floats each), after checking that every access
 // stays in m and acc.
 func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte) {
 	c := m.Cols
-	shapeR, _, accF := mmtShape(id, m.DType)
-	if R != shapeR || nrt <= 0 || len(acc) < nrt*accF || n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+nrt*R > m.Rows {
+	_, _, accF := mmtShape(id, m.DType, 1)
+	if R2, _, accF2 := mmtShape(id, m.DType, mmtMaxT); R == R2 {
+		accF = accF2
+	} else if R1, _, _ := mmtShape(id, m.DType, 1); R != R1 {
+		panic("ops: kernel bounds") // no such tile
+	}
+	if nrt <= 0 || len(acc) < nrt*accF || n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+nrt*R > m.Rows {
 		panic("ops: kernel bounds")
 	}
 	rows := nrt * R // the rows read
