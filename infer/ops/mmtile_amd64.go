@@ -357,10 +357,10 @@ func (m Mat) mmtNextShare(f, ti, na, nrt int, nb mmtBlock) (int, *byte) {
 // stays in m and acc.
 func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte) {
 	c := m.Cols
-	_, _, accF := mmtShape(id, m.DType, 1)
+	R1, _, accF := mmtShape(id, m.DType, 1)
 	if R2, _, accF2 := mmtShape(id, m.DType, mmtMaxT); R == R2 {
 		accF = accF2
-	} else if R1, _, _ := mmtShape(id, m.DType, 1); R != R1 {
+	} else if R != R1 {
 		panic("ops: kernel bounds") // no such tile
 	}
 	if nrt <= 0 || len(acc) < nrt*accF || n <= 0 || n%lanes != 0 || cb%lanes != 0 || cb+n > c || r < 0 || r+nrt*R > m.Rows {

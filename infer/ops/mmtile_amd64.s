@@ -45,9 +45,9 @@
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
 // weights through Z24-Z26, inputs through Z27 (x pointers BX, CX, DX, DI),
 // Q8_0 scales or Q4_K tables in Z28-Z30 (bf16: the odd columns' mask in
-// Z28), the Q4_K nibble values 0…15 in Z31. AVX2 tiles (f16, Q8_0, Q4_K;
-// bf16 and f32 run "2 rows × 3 inputs in two passes" below): 1 row × 3
-// inputs; input t's lane groups 8q…8q+7 in Y(4t+q) (bf16: the even/odd groups);
+// Z28), the Q4_K nibble values 0…15 in Z31. AVX2 tiles (f16, Q8_0, Q4_K,
+// and bf16 and f32 products of 1 or 2 inputs; the others run "2 rows × 3
+// inputs in two passes" below): 1 row × 3 inputs; input t's lane groups 8q…8q+7 in Y(4t+q) (bf16: the even/odd groups);
 // weights through Y12 (bf16: loaded into Y13, the mask in Y14). AX is
 // the column, R12 n, R8 the stride, R13 R·stride (the next row tile), R11
 // the state pointer, R14 scratch (bf16: the prefetch pointer in the loop).
@@ -349,8 +349,13 @@
 #define HSUMEO256(YE0, YE1, YO0, YO1, XE, XO, DST) \
 	VADDPS YE1, YE0, YE0; \
 	VADDPS YO1, YO0, YO0; \
-	HSUM8TO(YE0, XE); \
-	HSUM8TO(YO0, XO); \
+	HSUMEO8(YE0, XE, YO0, XO, DST)
+
+// HSUMEO8: the even lanes' 8 partial sums in YE, the odd ones' in YO (each
+// folded 16 apart) → their folds 4, 2, 1 apart, then even + odd → DST.
+#define HSUMEO8(YE, XE, YO, XO, DST) \
+	HSUM8TO(YE, XE); \
+	HSUM8TO(YO, XO); \
 	VADDSS XO, XE, XE; \
 	VMOVSS XE, DST
 
@@ -1003,15 +1008,8 @@ TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
 #define R2F32A R2F32(0, 32)
 #define R2F32B R2F32(64, 96)
 
-// R2SUMBF16: output i (= 3r + t) of the bf16 tile: even = pass A's group
-// 0 + pass B's (Yi), odd = their groups 1 (Y(6+i)), then HSUMEO256's
-// folds 4, 2, 1 and even + odd → acc[i]. Pass A's registers are read
-// before any sum is written (the sums land in its first register's slot).
-#define R2SUMEO(I, YE, XE, YO, XO) \
-	HSUM8TO(YE, XE); \
-	HSUM8TO(YO, XO); \
-	VADDSS XO, XE, XE; \
-	VMOVSS XE, (4*I)(R11)
+// R2ADDA: the fold 16 apart of every output: pass A's registers (at R11)
+// added to pass B's.
 #define R2ADDA \
 	VADDPS 0(R11), Y0, Y0; \
 	VADDPS 32(R11), Y1, Y1; \
@@ -1025,29 +1023,30 @@ TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
 	VADDPS 288(R11), Y9, Y9; \
 	VADDPS 320(R11), Y10, Y10; \
 	VADDPS 352(R11), Y11, Y11
+
+// R2SUMBF16: output i (= 3r + t) of the bf16 tile: even = pass A's group
+// 0 + pass B's (Yi), odd = their groups 1 (Y(6+i)), then HSUMEO256's rest
+// (HSUMEO8) → acc[i]. Pass A's registers are all read (R2ADDA) before any
+// sum is written (the sums land in its first register's slot).
 #define R2SUMBF16 \
 	R2ADDA; \
-	R2SUMEO(0, Y0, X0, Y6, X6); \
-	R2SUMEO(1, Y1, X1, Y7, X7); \
-	R2SUMEO(2, Y2, X2, Y8, X8); \
-	R2SUMEO(3, Y3, X3, Y9, X9); \
-	R2SUMEO(4, Y4, X4, Y10, X10); \
-	R2SUMEO(5, Y5, X5, Y11, X11)
+	HSUMEO8(Y0, X0, Y6, X6, 0(R11)); \
+	HSUMEO8(Y1, X1, Y7, X7, 4(R11)); \
+	HSUMEO8(Y2, X2, Y8, X8, 8(R11)); \
+	HSUMEO8(Y3, X3, Y9, X9, 12(R11)); \
+	HSUMEO8(Y4, X4, Y10, X10, 16(R11)); \
+	HSUMEO8(Y5, X5, Y11, X11, 20(R11))
 
-// R2SUMF32: output i of the f32 tile: (g0 + g2) + (g1 + g3) (pass A holds
-// g0, g1, pass B g2, g3), then HSUM8TO → acc[i].
-#define R2SUM32(I, YA, XA, YB) \
-	VADDPS YB, YA, YA; \
-	HSUM8TO(YA, XA); \
-	VMOVSS XA, (4*I)(R11)
+// R2SUMF32: output i of the f32 tile: HSUM32_256's (g0 + g2) + (g1 + g3)
+// (pass A holds g0, g1, pass B g2, g3: R2ADDA, then HSUM256) → acc[i].
 #define R2SUMF32 \
 	R2ADDA; \
-	R2SUM32(0, Y0, X0, Y6); \
-	R2SUM32(1, Y1, X1, Y7); \
-	R2SUM32(2, Y2, X2, Y8); \
-	R2SUM32(3, Y3, X3, Y9); \
-	R2SUM32(4, Y4, X4, Y10); \
-	R2SUM32(5, Y5, X5, Y11)
+	HSUM256(Y0, Y6, X0, 0(R11)); \
+	HSUM256(Y1, Y7, X1, 4(R11)); \
+	HSUM256(Y2, Y8, X2, 8(R11)); \
+	HSUM256(Y3, Y9, X3, 12(R11)); \
+	HSUM256(Y4, Y10, X4, 16(R11)); \
+	HSUM256(Y5, Y11, X5, 20(R11))
 
 // R2GROUP: one 32-column group (BODY), both rows' pointers on by STEP,
 // the column compared with n (the caller's JLT loops).
