@@ -106,7 +106,21 @@ func corpusSourceOpts(t *testing.T, dir string, rate, channels, bits int, anti b
 	if anti {
 		p = strings.TrimSuffix(p, ".wav") + "_anti.wav"
 	}
-	if err := os.WriteFile(p, append(h, data...), 0o644); err != nil {
+	// Parallel subtests share a source (same rate, channels, bits): each
+	// writes its own temporary file and renames it into place, so an
+	// encoder reading the source never sees one half written.
+	f, err := os.CreateTemp(dir, "src-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(append(h, data...))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
