@@ -67,6 +67,11 @@ x86_64-w64-mingw32-gcc -O2 -shared -nostdlib -Wl,--entry,DllMain -o "$tmp/bcrypt
 	scripts/wine/bcryptprimitives.c scripts/wine/bcryptprimitives.def -ladvapi32 -lkernel32
 wine wineboot -i >"$tmp/wineboot.log" 2>&1 || { cat "$tmp/wineboot.log" >&2; exit 1; }
 wineserver -w
+# One wineserver for the whole run. Left alone, each test binary's server
+# lingers a few seconds after it exits and then shuts down; a binary that
+# starts during that shutdown can die before it runs a test (CI saw
+# "FAIL prompts (0 s)" with an empty log once). cleanup kills this one.
+wineserver -p
 cp "$tmp/bcryptprimitives.dll" "$WINEPREFIX/drive_c/windows/system32/"
 
 cat >"$tmp/zz_wine_deleteat.go" <<'EOF'
@@ -93,7 +98,8 @@ for p in $pkgs; do
 		echo "ok   $p ($(($(date +%s) - t0)) s$([ -n "$skip" ] && echo ", $(echo "$skip" | tr '|' '\n' | wc -l) skipped (see SKIP_)"))"
 	else
 		echo "FAIL $p ($(($(date +%s) - t0)) s)"
-		grep -E -- '^(--- FAIL|panic|fatal)|_test\.go:[0-9]+:' "$tmp/$n.log" | head -40
+		lines=$(grep -E -- '^(--- FAIL|panic|fatal)|_test\.go:[0-9]+:' "$tmp/$n.log" | head -40)
+		if [ -n "$lines" ]; then echo "$lines"; else echo "(no test failed; the log's last lines:)"; tail -20 "$tmp/$n.log"; fi
 		fail=1; failed="$failed $p"
 	fi
 done
