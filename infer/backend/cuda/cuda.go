@@ -184,7 +184,7 @@ func (c *CUDA) start(limit int64) error {
 
 func (c *CUDA) loadKernels() error {
 	names := map[string][]string{
-		"matmul":      {"matmul_fma", "matmul_fma_rows", "matmul_mma_bf16"},
+		"matmul":      {"matmul_fma", "matmul_fma_vec", "matmul_fma_rows", "matmul_mma_bf16"},
 		"norm":        {"rmsnorm", "layernorm"},
 		"elementwise": {"copy2d", "add_scaled", "gate", "activate", "rope", "embed_sum"},
 		"attention":   {"ring_write", "attend", "fill_ring"},
@@ -317,6 +317,7 @@ func (a *args) f(v float32) *args   { return a.put(uint64(math.Float32bits(v)), 
 // lists, and launch checks every call against them.
 var signatures = map[string]string{
 	"matmul_fma":      "pipipiiiii",
+	"matmul_fma_vec":  "ppiipi",
 	"matmul_fma_rows": "pipipiiiii",
 	"matmul_mma_bf16": "pipipiiii",
 	"rmsnorm":         "pipiipif",
@@ -543,6 +544,13 @@ func (c *CUDA) MatMul(dst, x backend.Acts, w *backend.Weight) {
 		// activations bounds the product. Both sum every element in the
 		// same order, so the batching contract holds across the two.
 		const warps = 8
+		if B == 1 && vec == 1 && uint64(ptr(x))%16 == 0 {
+			// A float row and an aligned activation row: the kernel that
+			// keeps several chunks of the row in flight (same sums).
+			c.args.reset().p(ptr(dst)).p(ptr(x)).i(N).i(K).p(wp).i(dtypeCode(w.DType))
+			c.launch("matmul_fma_vec", [3]uint32{blocks(N, warps), 1, 1}, [3]uint32{32 * warps, 1, 1}, 0)
+			return
+		}
 		c.args.reset().p(ptr(dst)).i(ld(dst)).p(ptr(x)).i(ld(x)).p(wp).i(dtypeCode(w.DType)).i(N).i(K).i(B).i(vec)
 		if B == 1 {
 			c.launch("matmul_fma", [3]uint32{blocks(N, warps), 1, 1}, [3]uint32{32 * warps, 1, 1}, 0)

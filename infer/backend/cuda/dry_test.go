@@ -34,7 +34,7 @@ func TestDryOps(t *testing.T) {
 				}
 			}
 		}
-		want := []string{"matmul_fma", "matmul_fma_rows"} // B = 1, B > 1
+		want := []string{"matmul_fma_vec", "matmul_fma", "matmul_fma_rows"} // B = 1 (float rows, K % 8 == 0; the rest), B > 1
 		if dtype == "bf16" {
 			want = []string{"matmul_mma_bf16"}
 		}
@@ -113,7 +113,7 @@ func TestDryPlacements(t *testing.T) {
 		case "device":
 			w.Dev, w.DevOffset = buf, 4096
 		}
-		fma := func() int { return st.Count("matmul_fma") + st.Count("matmul_fma_rows") }
+		fma := func() int { return st.Count("matmul_fma") + st.Count("matmul_fma_vec") + st.Count("matmul_fma_rows") }
 		n, up := fma(), be.Resident()
 		be.MatMul(y, x, w)
 		if launched := fma() > n; launched == (place == "cpu") {

@@ -154,9 +154,9 @@ func (f *fakeDev) pin([]byte) error                           { return nil }
 func (f *fakeDev) unpin([]byte) error                         { return nil }
 
 // launch queues, for a matrix product, the read of its weight (argument
-// 4 of the three kernels' signatures) on the compute stream.
+// 4 of the four kernels' signatures) on the compute stream.
 func (f *fakeDev) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) error {
-	if name != "matmul_fma" && name != "matmul_fma_rows" && name != "matmul_mma_bf16" {
+	if name != "matmul_fma" && name != "matmul_fma_vec" && name != "matmul_fma_rows" && name != "matmul_mma_bf16" {
 		return nil
 	}
 	cells := (*[24]unsafe.Pointer)(params)

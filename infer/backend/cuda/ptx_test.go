@@ -57,7 +57,7 @@ func TestEmbeddedPTX(t *testing.T) {
 		t.Error("a Volta device was given PTX")
 	}
 	p, _ := ptxFor("matmul", 9)
-	for _, k := range []string{".entry matmul_fma", ".entry matmul_fma_rows", ".entry matmul_mma_bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"} {
+	for _, k := range []string{".entry matmul_fma", ".entry matmul_fma_vec", ".entry matmul_fma_rows", ".entry matmul_mma_bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"} {
 		if !strings.Contains(string(p), k) {
 			t.Errorf("matmul PTX lacks %q", k)
 		}

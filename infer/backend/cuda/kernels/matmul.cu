@@ -1,9 +1,26 @@
 // Matrix products y[b] = W·x[b] (F.linear without bias) for a batch of B
-// rows, float32 accumulation. Both kernels reduce every output element in
+// rows, float32 accumulation. Every kernel reduces each output element in
 // an order fixed by K alone, so a row's result never depends on B, on its
 // place in the batch or on the other rows (the backend's batching
 // contract).
 #include "common.cuh"
+
+// widen8 widens the 16 (f32: 32) bytes a (, b) of 8 weight elements.
+template <int DT>
+__device__ __forceinline__ void widen8(uint4 a, uint4 b, float* o) {
+  if (DT == DT_F32) {
+    o[0] = __uint_as_float(a.x); o[1] = __uint_as_float(a.y); o[2] = __uint_as_float(a.z); o[3] = __uint_as_float(a.w);
+    o[4] = __uint_as_float(b.x); o[5] = __uint_as_float(b.y); o[6] = __uint_as_float(b.z); o[7] = __uint_as_float(b.w);
+    return;
+  }
+  unsigned v[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    unsigned short lo = v[i] & 0xffffu, hi = v[i] >> 16;
+    o[2 * i] = DT == DT_BF16 ? bf16f(lo) : f16f(lo);
+    o[2 * i + 1] = DT == DT_BF16 ? bf16f(hi) : f16f(hi);
+  }
+}
 
 // load8 widens weight elements [k, k+8) of one row (zero past K). vec: the
 // row is 16-byte aligned and K % 8 == 0, so the loads are vectorised.
@@ -17,20 +34,10 @@ __device__ __forceinline__ void load8(const char* row, int dt, int k, int K, int
     return;
   }
   if (vec) {
-    if (dt == DT_F32) {
-      float4 a = __ldg((const float4*)(row + 4ll * k));
-      float4 b = __ldg((const float4*)(row + 4ll * k + 16));
-      o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
-      return;
-    }
-    uint4 u = __ldg((const uint4*)(row + 2ll * k));
-    unsigned v[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      unsigned short lo = v[i] & 0xffffu, hi = v[i] >> 16;
-      o[2 * i] = dt == DT_BF16 ? bf16f(lo) : f16f(lo);
-      o[2 * i + 1] = dt == DT_BF16 ? bf16f(hi) : f16f(hi);
-    }
+    uint4 a = __ldg((const uint4*)(row + (dt == DT_F32 ? 4ll : 2ll) * k));
+    if (dt == DT_F32) widen8<DT_F32>(a, __ldg((const uint4*)(row + 4ll * k + 16)), o);
+    else if (dt == DT_BF16) widen8<DT_BF16>(a, a, o);
+    else widen8<DT_F16>(a, a, o);
     return;
   }
 #pragma unroll
@@ -140,6 +147,61 @@ extern "C" __global__ void matmul_fma_rows(float* y, int ldy, const float* x, in
         if (lane == 0 && r < nr && b < nb) y[(long long)(b0 + b) * ldy + n0 + r] = v;
       }
   }
+}
+
+// dot_vec is lane's partial sum of one float-dtype row (vec: 16-byte
+// aligned, K % 8 == 0) with one 16-byte-aligned activation row, in
+// matmul_fma's order. Each pass issues the loads of U chunks (U × 16 or 32 bytes
+// of weights a lane, and their activations) before the FMAs of the first:
+// at B = 1 the product streams the weights, and the bytes a warp has in
+// flight are what bound it (one chunk at a time read the H200's HBM at
+// ~1.4 TB/s).
+template <int DT, int U>
+__device__ __forceinline__ float dot_vec(const char* row, const float* x, int K, int lane) {
+  constexpr int EB = DT == DT_F32 ? 4 : 2;
+  float acc = 0.0f;
+  for (int c0 = lane * 8; c0 < K; c0 += 256 * U) {
+    uint4 wa[U], wb[U];
+    float4 xa[U], xb[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      int k = c0 + 256 * u;
+      if (k < K) {
+        const char* p = row + (long long)EB * k;
+        wa[u] = __ldg((const uint4*)p);
+        wb[u] = EB == 4 ? __ldg((const uint4*)(p + 16)) : make_uint4(0, 0, 0, 0);
+        xa[u] = __ldg((const float4*)(x + k));
+        xb[u] = __ldg((const float4*)(x + k) + 1);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (c0 + 256 * u < K) {
+        float wv[8];
+        widen8<DT>(wa[u], wb[u], wv);
+        float xe[8] = {xa[u].x, xa[u].y, xa[u].z, xa[u].w, xb[u].x, xb[u].y, xb[u].z, xb[u].w};
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc = fmaf(wv[e], xe[e], acc);
+      }
+    }
+  }
+  return acc;
+}
+
+// matmul_fma_vec: matmul_fma at B = 1 for a float-dtype weight (vec) and a
+// 16-byte-aligned activation row, with the same sum (dot_vec). A kernel of
+// its own, so that its register count (and so the warps an SM holds) is
+// not the general loop's. The weight is argument 4, as in the others.
+extern "C" __global__ void matmul_fma_vec(float* y, const float* x, int N, int K, const void* w, int dt) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int n = blockIdx.x * (blockDim.x >> 5) + warp;
+  if (n >= N) return;
+  const char* row = (const char*)w + (long long)n * row_bytes(dt, K);
+  float v = dt == DT_F32 ? dot_vec<DT_F32, 2>(row, x, K, lane)
+          : dt == DT_BF16 ? dot_vec<DT_BF16, 4>(row, x, K, lane)
+                          : dot_vec<DT_F16, 4>(row, x, K, lane);
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (lane == 0) y[n] = v;
 }
 
 #define MMA_WARPS 8
