@@ -175,3 +175,45 @@ func TestOffloadDeviceAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The B = 1 product takes matmul_fma_vec (16-byte weight and activation
+// loads) only when both are 16-byte aligned with K % 8 == 0; an
+// activation view starting one float in, or a row of K % 8 != 0, takes
+// matmul_fma (on a GPU the vector loads would fault on them).
+func TestDryMatVecKernelChoice(t *testing.T) {
+	be, st, err := NewDry(Options{ComputeDType: "f32"}, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	for _, c := range []struct {
+		name      string
+		cols, off int
+		dt        weights.DType
+		want      string
+	}{
+		{"aligned bf16", 64, 0, weights.BF16, "matmul_fma_vec"},
+		{"aligned f32", 64, 0, weights.F32, "matmul_fma_vec"},
+		{"aligned f16", 64, 0, weights.F16, "matmul_fma_vec"},
+		{"view one float in", 64, 1, weights.BF16, "matmul_fma"},
+		{"view four floats in", 64, 4, weights.BF16, "matmul_fma_vec"},
+		{"K % 8 != 0", 60, 0, weights.BF16, "matmul_fma"},
+		{"q8_0", 64, 0, weights.Q8_0, "matmul_fma"},
+	} {
+		w := &backend.Weight{Name: "w", Rows: 16, Cols: c.cols, DType: c.dt, Host: make([]byte, c.dt.RowBytes(c.cols)*16)}
+		wide := be.NewActs(1, c.cols+8)
+		x, y := wide.Columns(c.off, c.off+c.cols), be.NewActs(1, 16)
+		vec, fma := st.Count("matmul_fma_vec"), st.Count("matmul_fma")
+		be.MatMul(y, x, w)
+		got := ""
+		switch {
+		case st.Count("matmul_fma_vec") > vec:
+			got = "matmul_fma_vec"
+		case st.Count("matmul_fma") > fma:
+			got = "matmul_fma"
+		}
+		if got != c.want {
+			t.Errorf("%s: launched %q, want %q", c.name, got, c.want)
+		}
+	}
+}
