@@ -116,7 +116,11 @@ func runBench(c *ucli.Context) error {
 	fmt.Fprintf(w, "  KV cache read    %9.3f GB/frame (float32)\n", float64(r.KVBytesPerFrame)/1e9)
 	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
 	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
-	fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (measured)  → %.0f%% of the roofline\n", r.MemoryGBps, 100*r.RooflineFraction)
+	if r.RooflineFraction > 0 {
+		fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (measured)  → %.0f%% of the roofline\n", r.MemoryGBps, 100*r.RooflineFraction)
+	} else {
+		fmt.Fprintf(w, "  memory read bw   %9.2f GB/s (the host's, measured; not the LM's bound on this device)\n", r.MemoryGBps)
+	}
 	if r.Device != "" && dev.Kind() == job.DeviceCUDA {
 		fmt.Fprintf(w, "  device           %s, peak %.2f GiB of %.2f GiB, %.3f GB streamed\n", r.Device, float64(r.DevicePeakBytes)/(1<<30), float64(r.DeviceLimit)/(1<<30), float64(r.StreamedBytes)/1e9)
 	}

@@ -19,7 +19,7 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
 		t.Fatalf("last line is not JSON: %v\n%s", err, out)
 	}
-	for _, k := range []string{"lm_ms_per_frame", "codec_ms_per_step", "codec_encode_ms_per_frame", "codec_decode_ms_per_frame", "weight_bytes_per_frame", "achieved_gbps", "memory_gbps", "threads"} {
+	for _, k := range []string{"lm_ms_per_frame", "codec_ms_per_step", "codec_encode_ms_per_frame", "codec_decode_ms_per_frame", "weight_bytes_per_frame", "achieved_gbps", "memory_gbps", "roofline_fraction", "threads"} {
 		v, ok := m[k].(float64)
 		if !ok || v <= 0 {
 			t.Errorf("%s = %v", k, m[k])

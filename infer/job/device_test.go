@@ -135,6 +135,11 @@ func TestCUDAJobPathsDry(t *testing.T) {
 	if r.PlanSummary == "" || r.DeviceLimit != 64<<20 || r.DevicePeakBytes == 0 || !strings.HasPrefix(r.Device, "cuda (dry run") {
 		t.Fatalf("bench on the dry device: plan %q, limit %d, peak %d, device %q", r.PlanSummary, r.DeviceLimit, r.DevicePeakBytes, r.Device)
 	}
+	// The host's bandwidth is measured but is no roofline for an LM on
+	// the device.
+	if r.MemoryGBps <= 0 || r.RooflineFraction != 0 {
+		t.Fatalf("bench on the dry device: memory %v GB/s, roofline fraction %v (want 0)", r.MemoryGBps, r.RooflineFraction)
+	}
 }
 
 // The prompt cache's states live in device memory on a GPU: the size check
