@@ -33,16 +33,26 @@
 #                 prediction vs the measured frame time); bench:8GiB-q8_0
 #                 at 8 GiB with the weights quantized to q8_0 at load
 #
+# A/B (GPU_CHECK_OLD=path to another build's pp-offline, or its .gz): after
+# the jobs, each job with f32 and with bf16 compute by both builds, their
+# WAV and transcript compared byte for byte (ab:NAME-DTYPE: "same" or
+# DIFFERS), and bench:B1, bench:B8 and bench:B1-bf16 by the two builds
+# alternated, two pairs each (ab:bench-*: the LM ms/frame of every run).
+# A kernel change that keeps the sums' order must give "same".
+#
 # It prints ONE table at the end, whatever failed or timed out, and writes
 # it to $OUT/gpu-check.txt with every step's log in $OUT/gpu-check.log when
 # $OUT is set (the device tool brings those back). Exit status: 0 when
 # every step passed, 1 otherwise.
 #
 #   scripts/gpu-check.sh            run on the GPU machine
+#   GPU_CHECK_OLD=bin/old.gz scripts/gpu-check.sh   the same, and A/B
 #   scripts/gpu-check.sh --build    build bin/ here (needs Go)
 #   scripts/gpu-check.sh --dry-run  exercise the steps, timeouts and table
 #                                   with stand-in binaries (no GPU, no Go);
-#                                   GPU_CHECK_FAIL / GPU_CHECK_HANG name a
+#                                   GPU_CHECK_DIFF names an A/B step whose
+#                                   old build differs; GPU_CHECK_FAIL /
+#                                   GPU_CHECK_HANG name a
 #                                   step to fail / hang, GPU_CHECK_MAX_STEP
 #                                   caps every step's timeout
 set -uo pipefail
@@ -95,7 +105,11 @@ case "$*" in
   *)
     # A job: write the reference's transcript where --output-text says.
     prev=; for a in "$@"; do
-      if [ "$prev" = "--output-text" ]; then cp testdata/tiny/expected/run_pt/output.json "$a"; fi
+      if [ "$prev" = "--output-text" ]; then
+        # GPU_CHECK_DIFF names an A/B step whose old build writes another transcript.
+        case "$a" in */old.json) [ "$step" = "${GPU_CHECK_DIFF:-}" ] && { echo '{}' >"$a"; prev=$a; continue; } ;; esac
+        cp testdata/tiny/expected/run_pt/output.json "$a"
+      fi
       if [ "$prev" = "--output-wav" ]; then : >"$a"; fi
       prev=$a
     done ;;
@@ -103,6 +117,7 @@ esac
 FAKE
   chmod +x "$fake"
   PPO=$fake CUDA_TEST=$fake LM_TEST=$fake
+  [ -n "${GPU_CHECK_OLD:-}" ] && GPU_CHECK_OLD=$fake
 else
   for b in "$PPO" "$CUDA_TEST" "$LM_TEST"; do
     if [ ! -x "$b" ]; then
@@ -110,6 +125,17 @@ else
       exit 2
     fi
   done
+fi
+
+OLD=${GPU_CHECK_OLD:-}
+if [ -n "$OLD" ] && [ $dry = 0 ]; then
+  case "$OLD" in
+    *.gz) gunzip -c "$OLD" >"$work/pp-offline-old" && chmod +x "$work/pp-offline-old" && OLD=$work/pp-offline-old ;;
+  esac
+  if [ ! -x "$OLD" ]; then
+    echo "gpu-check: GPU_CHECK_OLD=${GPU_CHECK_OLD}: not an executable pp-offline" >&2
+    exit 2
+  fi
 fi
 
 rows=()
@@ -183,14 +209,22 @@ else
 fi
 
 # 3. The fixtures' full offline jobs on the GPU.
-for sc in run_pt:TINYF0.pt:model.safetensors run_wav:TINYF0.wav:model.safetensors run_dep8:TINYF0.pt:model-dep8.safetensors; do
+scenarios="run_pt:TINYF0.pt:model.safetensors run_wav:TINYF0.wav:model.safetensors run_dep8:TINYF0.pt:model-dep8.safetensors"
+# job BIN VOICE MODEL OUT-PREFIX [flags...]: one fixture job on the GPU.
+job() {
+  local bin=$1 voice=$2 model=$3 o=$4
+  shift 4
+  "$bin" --device cuda --greedy --quiet "$@" \
+    --input-wav testdata/tiny/input.wav --voice-prompt "$voice" --voice-prompt-dir testdata/tiny/voices \
+    --config testdata/tiny/config.json --moshi-weight "testdata/tiny/$model" --mimi-weight testdata/tiny/mimi.safetensors \
+    --tokenizer testdata/tiny/tokenizer.model --output-wav "$o.wav" --output-text "$o.json"
+}
+export -f job # step runs commands under timeout: bash -c 'job …' reaches it
+for sc in $scenarios; do
   IFS=: read -r name voice model <<<"$sc"
   d=$work/$name
   mkdir -p "$d"
-  if step "job:$name" 60 "$PPO" --device cuda --greedy --quiet \
-    --input-wav testdata/tiny/input.wav --voice-prompt "$voice" --voice-prompt-dir testdata/tiny/voices \
-    --config testdata/tiny/config.json --moshi-weight "testdata/tiny/$model" --mimi-weight testdata/tiny/mimi.safetensors \
-    --tokenizer testdata/tiny/tokenizer.model --output-wav "$d/out.wav" --output-text "$d/out.json"; then
+  if step "job:$name" 60 bash -c 'job "$@"' _ "$PPO" "$voice" "$model" "$d/out"; then
     if cmp -s "$d/out.json" "testdata/tiny/expected/$name/output.json"; then
       row "job:$name" ok - - - - - - "transcript = reference"
     else
@@ -201,6 +235,53 @@ for sc in run_pt:TINYF0.pt:model.safetensors run_wav:TINYF0.wav:model.safetensor
     row "job:$name" "$last_status" - - - - - - "$(tail -1 "$work/job:$name.out" | cut -c1-100)"
   fi
 done
+
+# 3b. A/B against another build (GPU_CHECK_OLD): the same jobs' bytes.
+if [ -n "$OLD" ]; then
+  for sc in $scenarios; do
+    IFS=: read -r name voice model <<<"$sc"
+    for dt in f32 bf16; do
+      d=$work/ab-$name-$dt
+      mkdir -p "$d"
+      if step "ab:$name-$dt" 60 bash -c 'job "$1" "$3" "$4" "$5/new" --compute-dtype "$6" && job "$2" "$3" "$4" "$5/old" --compute-dtype "$6"' _ \
+        "$PPO" "$OLD" "$voice" "$model" "$d" "$dt"; then
+        if cmp -s "$d/new.wav" "$d/old.wav" && cmp -s "$d/new.json" "$d/old.json"; then
+          row "ab:$name-$dt" ok - - - - - - "same: WAV and transcript byte-identical to the old build's"
+        else
+          row "ab:$name-$dt" DIFFERS - - - - - - "WAV or transcript differs from the old build's"
+        fi
+      else
+        row "ab:$name-$dt" "$last_status" - - - - - - "$(tail -1 "$work/ab:$name-$dt.out" | cut -c1-100)"
+      fi
+    done
+  done
+fi
+
+# 3c. A/B benches (before the table's, which the budget may cut): the two
+# builds alternated, two pairs a configuration.
+abbench() {
+  local name=$1
+  shift
+  local f=$work/$name.ab
+  : >"$f"
+  if step "$name" 90 bash -c "for i in 1 2; do for b in old new; do
+      if [ \$b = old ]; then bin='$OLD'; else bin='$PPO'; fi
+      printf '%s ' \$b >>'$f'
+      \"\$bin\" bench --config testdata/personaplex-7b.config.json --device cuda --frames 12 --warmup 3 --memory-mib 256 --json -q $* | tail -1 >>'$f' || exit 1
+    done; done"; then
+    local olds news
+    olds=$(grep '^old ' "$f" | grep -o '"lm_ms_per_frame":[0-9.]*' | cut -d: -f2 | xargs printf '%.2f,' | sed 's/,$//')
+    news=$(grep '^new ' "$f" | grep -o '"lm_ms_per_frame":[0-9.]*' | cut -d: -f2 | xargs printf '%.2f,' | sed 's/,$//')
+    row "$name" ok - - - - - - "LM ms/frame: old $olds; new $news ($*)"
+  else
+    row "$name" "$last_status" - - - - - - "$*: see gpu-check.log"
+  fi
+}
+if [ -n "$OLD" ]; then
+  abbench ab:bench-B1 --batch-size 1
+  abbench ab:bench-B8 --batch-size 8
+  abbench ab:bench-B1-bf16 --batch-size 1 --compute-dtype bf16
+fi
 
 # 4. bench at the 7B shape (random bf16 weights, built in each run).
 bench() {
