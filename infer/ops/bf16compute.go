@@ -325,10 +325,9 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 				t := t0
 				for ; t+TT <= t1; t += TT {
 					archBF16MM(m, r, nl, xb, t, &out, t == t0)
-					for i := range R {
-						for j := range TT {
-							dst[t+j][r+i] = out[i*TT+j]
-						}
+					for j := range TT {
+						d := dst[t+j][r : r+R]
+						d[0], d[1], d[2] = out[4*j], out[4*j+1], out[4*j+2] // output (i, j) at out[4j+i]
 					}
 				}
 				for ; t < t1; t++ {

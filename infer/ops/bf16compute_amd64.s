@@ -60,7 +60,8 @@
 // ---- matrix-matrix register tile: 3 weight rows × 4 inputs ----
 
 // The accumulator halves of output (r, t) are Z(8r+2t) (lanes 0-15) and
-// Z(8r+2t+1) (16-31); out[4r+t]. Weights in Z24-Z26, inputs through Z27.
+// Z(8r+2t+1) (16-31); out[4t+r] (ZHSUM12's transposed sums). Weights in
+// Z24-Z26, inputs through Z27.
 // OFF is the byte offset of the half (0 or 64) in both weights and inputs.
 #define MMDP_HALF(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
 	VMOVUPS OFF(SI)(AX*2), Z24; \
@@ -185,19 +186,10 @@ loopPF:
 	JLT loopPF
 
 reduce:
-	MOVQ out+32(FP), SI
-	HSUM32_512(Z0, Z1, X0, 0(SI))
-	HSUM32_512(Z2, Z3, X2, 4(SI))
-	HSUM32_512(Z4, Z5, X4, 8(SI))
-	HSUM32_512(Z6, Z7, X6, 12(SI))
-	HSUM32_512(Z8, Z9, X8, 16(SI))
-	HSUM32_512(Z10, Z11, X10, 20(SI))
-	HSUM32_512(Z12, Z13, X12, 24(SI))
-	HSUM32_512(Z14, Z15, X14, 28(SI))
-	HSUM32_512(Z16, Z17, X16, 32(SI))
-	HSUM32_512(Z18, Z19, X18, 36(SI))
-	HSUM32_512(Z20, Z21, X20, 40(SI))
-	HSUM32_512(Z22, Z23, X22, 44(SI))
+	// The twelve outputs folded together (ZHSUM12, the tree of
+	// HSUM32_512 for each): output (r, t) at out[4t + r].
+	MOVQ out+32(FP), R11
+	ZHSUM12
 	VZEROUPPER
 	RET
 

@@ -50,3 +50,74 @@
 	VADDPS YC, YA, YA; \
 	VADDPS YD, YB, YB; \
 	HSUM256(YA, YB, XA, DST)
+
+// ---- the 3×4 tiles' sums, transposed ----
+//
+// ZTREE12 folds twelve 16-lane registers V0…V11 (output i = 4r + t in Vi)
+// in the fixed tree of HSUM16TO — lanes 8, 4, 2, then 1 apart — for all
+// twelve at once: each step adds two registers whose lanes were shuffled
+// so that every lane holds the same pair of partial sums as HSUM16TO's
+// step for one output (additions commute exactly, so the bits are those
+// of HSUM16TO). 12 × 4 dependent steps become 12 independent register
+// additions with their shuffles (~3 operations an output, not ~8).
+// ZTREE12A, the folds 8 and 4 apart: V0 = [V0 | V1] (each register's
+// lane i + lane i+8 in one 8-lane half), …; then 128-bit lane q of V0,
+// V4, V8 (the tile's rows 0, 1, 2) = input q's 4 lanes folded 4 apart.
+// ZTREE12B (W0-W2: those V0, V4, V8), the folds 2 and 1 apart: lane
+// 4q + r of W0 = the sum of output (row r, input q), r < 3 (lane 4q + 3
+// repeats row 2). So a tile
+// stores output (r, t) at acc[4t + r] (mmtScatter). Scratch: Z24-Z27,
+// Z29-Z31 (not Z28, the bf16 mask).
+#define ZFOLD8(A, B, YB, T1, T2) \
+	VINSERTF64X4 $1, YB, A, T1; \
+	VSHUFF64X2 $0xEE, B, A, T2; \
+	VADDPS T2, T1, A
+#define ZFOLD4(P, Q, T1, T2) \
+	VSHUFF32X4 $0x88, Q, P, T1; \
+	VSHUFF32X4 $0xDD, Q, P, T2; \
+	VADDPS T2, T1, P
+// ZSHUFADD: A = shuffle LO of (A, B) + shuffle HI, per 128-bit lane;
+// ZFOLD2 pairs lanes 0 and 2, 1 and 3 (0x44, 0xEE), ZFOLD1 lanes 0 and 1,
+// 2 and 3 (0x88, 0xDD): A's pairs in lanes 0-1, B's in 2-3.
+#define ZSHUFADD(LO, HI, A, B, T1, T2) \
+	VSHUFPS LO, B, A, T1; \
+	VSHUFPS HI, B, A, T2; \
+	VADDPS T2, T1, A
+#define ZFOLD2(W, X, T1, T2) ZSHUFADD($0x44, $0xEE, W, X, T1, T2)
+#define ZFOLD1(Y, V, T1, T2) ZSHUFADD($0x88, $0xDD, Y, V, T1, T2)
+#define ZTREE12A(V0, V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, U1, U3, U5, U7, U9, U11) \
+	ZFOLD8(V0, V1, U1, Z24, Z25); \
+	ZFOLD8(V2, V3, U3, Z26, Z27); \
+	ZFOLD8(V4, V5, U5, Z29, Z30); \
+	ZFOLD8(V6, V7, U7, Z31, Z24); \
+	ZFOLD8(V8, V9, U9, Z25, Z26); \
+	ZFOLD8(V10, V11, U11, Z27, Z29); \
+	ZFOLD4(V0, V2, Z30, Z31); \
+	ZFOLD4(V4, V6, Z24, Z25); \
+	ZFOLD4(V8, V10, Z26, Z27)
+#define ZTREE12B(W0, W1, W2) \
+	ZFOLD2(W0, W1, Z29, Z30); \
+	ZFOLD2(W2, W2, Z31, Z24); \
+	ZFOLD1(W0, W2, Z25, Z26)
+
+// ZHSUM12: a 3×4 tile's 12 outputs (lanes 0-15 in Z(2i), 16-31 in
+// Z(2i+1), output i = 4r + t): the fold 16 apart, then the transposed
+// tree (ZTREE12), stored to (R11): output (r, t) at float 4t + r. Used by
+// the f32-mode tiles (mmtile_amd64.s) and the bf16 mode's
+// (bf16compute_amd64.s).
+#define ZHSUM12 \
+	VADDPS Z1, Z0, Z0; \
+	VADDPS Z3, Z2, Z2; \
+	VADDPS Z5, Z4, Z4; \
+	VADDPS Z7, Z6, Z6; \
+	VADDPS Z9, Z8, Z8; \
+	VADDPS Z11, Z10, Z10; \
+	VADDPS Z13, Z12, Z12; \
+	VADDPS Z15, Z14, Z14; \
+	VADDPS Z17, Z16, Z16; \
+	VADDPS Z19, Z18, Z18; \
+	VADDPS Z21, Z20, Z20; \
+	VADDPS Z23, Z22, Z22; \
+	ZTREE12A(Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14, Z16, Z18, Z20, Z22, Y2, Y6, Y10, Y14, Y18, Y22); \
+	ZTREE12B(Z0, Z8, Z16); \
+	VMOVUPS Z0, (R11)
