@@ -10,6 +10,12 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func mvDPBF16(w *uint16, stride, rows int, x *uint16, nl int, dst *float32)
 
+// dpbf16Peak512 runs BenchmarkFMAPeak's VDPBF16PS chains (n rounds of
+// 12 independent zmm dot products of bf16 ones; returns 2n).
+//
+//go:noescape
+func dpbf16Peak512(n int) float32
+
 //go:noescape
 func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf int)
 
@@ -56,7 +62,7 @@ func archBF16MV(m Mat, r0, r1, nl int, xb []uint16, dst []float32) {
 }
 
 // archBF16MM runs the VDPBF16PS register tile: rows [r, r+3) × the inputs
-// xb[(t+j)·Cols:] for j < 4, into out[4i+j].
+// xb[(t+j)·Cols:] for j < 4, into out[4j+i] (row i, input j).
 func archBF16MM(m Mat, r, nl int, xb []uint16, t int, out *[16]float32, pf bool) {
 	c := m.Cols
 	var p [4]*uint16

@@ -15,15 +15,17 @@ import (
 // tiles are measured against (docs/PERFORMANCE.md): twelve independent
 // FMA chains, on one thread and on every thread at once (GOMAXPROCS
 // goroutines, each locked to its OS thread), with zmm and ymm registers.
-// GFLOP/s counts 2 a lane.
+// GFLOP/s counts 2 a lane (an FMA); "dpbf16" is the bf16 mode's
+// VDPBF16PS (AVX512_BF16) in the same chains, 4 a lane (two products, two
+// additions).
 func BenchmarkFMAPeak(b *testing.B) {
 	const rounds = 1 << 17
 	for _, w := range []struct {
 		name  string
-		lanes int
+		lanes int // FLOPs an instruction, over 2
 		has   bool
 		run   func(int) float32
-	}{{"zmm", 16, cpu.X86.HasAVX512F, fmaPeak512}, {"ymm", 8, cpu.X86.HasAVX2 && cpu.X86.HasFMA, fmaPeak256}} {
+	}{{"zmm", 16, cpu.X86.HasAVX512F, fmaPeak512}, {"ymm", 8, cpu.X86.HasAVX2 && cpu.X86.HasFMA, fmaPeak256}, {"dpbf16", 32, hasDPBF16, dpbf16Peak512}} {
 		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
 			b.Run(w.name+"/threads="+strconv.Itoa(threads), func(b *testing.B) {
 				if !w.has {
@@ -59,6 +61,11 @@ func TestFMAPeakRounds(t *testing.T) {
 		if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 			if got := fmaPeak256(n); got != float32(n) {
 				t.Errorf("fmaPeak256(%d) = %g, want %d", n, got, n)
+			}
+		}
+		if hasDPBF16 {
+			if got := dpbf16Peak512(n); got != float32(2*n) {
+				t.Errorf("dpbf16Peak512(%d) = %g, want %d", n, got, 2*n)
 			}
 		}
 	}
