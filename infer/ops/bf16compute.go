@@ -301,6 +301,11 @@ func (m Mat) bf16TailRows(r0, r1, nl int, xb []uint16, out []float32) {
 	}
 }
 
+// bf16GroupRows is the weight rows (a multiple of the tile's 3) an input
+// tile of the bf16 mode passes over before the next input tile (tuning:
+// results do not depend on it).
+const bf16GroupRows = 24
+
 // bf16MMRange computes rows [r0, r1) of dst[t] = m·x_t for all t, x_t the
 // rounded activations xb[t·Cols:(t+1)·Cols]. The assembly path works in
 // register tiles of 3 rows × 4 inputs over blocks of inputs that stay in
@@ -318,23 +323,31 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 		const R, TT = 3, 4
 		tb := max(TT, mmBlockBytes/(2*c)/TT*TT)
 		var out [16]float32
+		rEnd := r0 + (r1-r0)/R*R // rows [rEnd, r1) run on the MV kernel
 		for t0 := 0; t0 < T; t0 += tb {
 			t1 := min(t0+tb, T)
-			r := r0
-			for ; r+R <= r1; r += R {
+			// Row groups of bf16GroupRows: each input tile passes over
+			// the group's row tiles with its 4 rows of inputs in L1 (at
+			// B = 16 the inputs of all the tiles, read again for each row
+			// tile, came from L2 and bounded the tile), the group's
+			// weights staying in L2 for the next input tile.
+			for rg := r0; rg < rEnd; rg += bf16GroupRows {
+				re := min(rg+bf16GroupRows, rEnd)
 				t := t0
 				for ; t+TT <= t1; t += TT {
-					archBF16MM(m, r, nl, xb, t, &out, t == t0)
-					for j := range TT {
-						d := dst[t+j][r : r+R]
-						d[0], d[1], d[2] = out[4*j], out[4*j+1], out[4*j+2] // output (i, j) at out[4j+i]
+					for r := rg; r < re; r += R {
+						archBF16MM(m, r, nl, xb, t, &out, t == t0)
+						for j := range TT {
+							d := dst[t+j][r : r+R]
+							d[0], d[1], d[2] = out[4*j], out[4*j+1], out[4*j+2] // output (i, j) at out[4j+i]
+						}
 					}
 				}
 				for ; t < t1; t++ {
-					m.bf16MV(asm, r, r+R, nl, xb[t*c:], dst[t])
+					m.bf16MV(asm, rg, re, nl, xb[t*c:], dst[t])
 				}
 			}
-			if r < r1 {
+			if r := rEnd; r < r1 {
 				for t := t0; t < t1; t++ {
 					m.bf16MV(asm, r, r1, nl, xb[t*c:], dst[t])
 				}

@@ -161,7 +161,7 @@ func TestBF16KernelsBitIdentical(t *testing.T) {
 	withComputeDType(t, "bf16", func() {
 		for kind := range 2 {
 			for _, cols := range bf16Cols {
-				for _, rows := range []int{1, 2, 3, 4, 5, 7, 13} {
+				for _, rows := range []int{1, 2, 3, 4, 5, 7, 13, 50} { // 50: two row groups (bf16GroupRows) and 2 rows on the MV kernel
 					m, xs := randBF16Inputs(rng, kind, rows, cols, 9)
 					want := make([][]float32, len(xs))
 					withKernel(t, "portable", func() {
