@@ -306,6 +306,23 @@ func (m Mat) bf16TailRows(r0, r1, nl int, xb []uint16, out []float32) {
 // results do not depend on it).
 const bf16GroupRows = 24
 
+// bf16BlockCols bounds a column block of the bf16 mode's tiles: 4 inputs'
+// block, 16 KiB of bf16, stays in L1 with the row tile's (tuning).
+const bf16BlockCols = 2048
+
+// bf16AccFloats is the bf16 tile's state between column blocks (24 zmm
+// accumulators).
+const bf16AccFloats = 24 * 16
+
+// bf16State is a MatMul's tile states (one per row tile of a group and
+// input tile) and a spare one for single-block products.
+type bf16State struct {
+	acc []float32
+	one [bf16AccFloats]float32
+}
+
+var bf16StatePool = sync.Pool{New: func() any { return new(bf16State) }}
+
 // bf16MMRange computes rows [r0, r1) of dst[t] = m·x_t for all t, x_t the
 // rounded activations xb[t·Cols:(t+1)·Cols]. The assembly path works in
 // register tiles of 3 rows × 4 inputs over blocks of inputs that stay in
@@ -324,26 +341,53 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 		tb := max(TT, mmBlockBytes/(2*c)/TT*TT)
 		var out [16]float32
 		rEnd := r0 + (r1-r0)/R*R // rows [rEnd, r1) run on the MV kernel
+		// Column blocks of at most bf16BlockCols: an input tile's block
+		// (4 inputs) stays in L1 while it passes over the group's row
+		// tiles; each tile's accumulators are kept between blocks.
+		cbk := nl
+		if nl > bf16BlockCols*3/2 {
+			cbk = bf16BlockCols
+		}
+		st := bf16StatePool.Get().(*bf16State)
+		defer bf16StatePool.Put(st)
 		for t0 := 0; t0 < T; t0 += tb {
 			t1 := min(t0+tb, T)
+			nt := (t1 - t0) / TT // input tiles
+			if need := bf16GroupRows / R * nt * bf16AccFloats; cbk < nl && len(st.acc) < need {
+				st.acc = make([]float32, need)
+			}
 			// Row groups of bf16GroupRows: each input tile passes over
-			// the group's row tiles with its 4 rows of inputs in L1 (at
-			// B = 16 the inputs of all the tiles, read again for each row
-			// tile, came from L2 and bounded the tile), the group's
-			// weights staying in L2 for the next input tile.
+			// the group's row tiles with its inputs in L1 (at B = 16 the
+			// inputs of all the tiles, read again for each row tile, came
+			// from L2 and bounded the tile), the group's weights staying
+			// in L2 for the next input tile.
 			for rg := r0; rg < rEnd; rg += bf16GroupRows {
 				re := min(rg+bf16GroupRows, rEnd)
-				t := t0
-				for ; t+TT <= t1; t += TT {
-					for r := rg; r < re; r += R {
-						archBF16MM(m, r, nl, xb, t, &out, t == t0)
-						for j := range TT {
-							d := dst[t+j][r : r+R]
-							d[0], d[1], d[2] = out[4*j], out[4*j+1], out[4*j+2] // output (i, j) at out[4j+i]
+				for cb := 0; cb < nl; cb += cbk {
+					n := min(cbk, nl-cb)
+					fl := blockFlags(cb, n, nl)
+					for ti := range nt {
+						t := t0 + ti*TT
+						for r := rg; r < re; r += R {
+							var acc []float32
+							if cbk < nl {
+								k := ((r-rg)/R*nt + ti) * bf16AccFloats
+								acc = st.acc[k : k+bf16AccFloats]
+							} else {
+								acc = st.one[:]
+							}
+							archBF16MM(m, r, cb, n, xb, t, &out, acc, fl, ti == 0)
+							if fl&blockFinal == 0 {
+								continue
+							}
+							for j := range TT {
+								d := dst[t+j][r : r+R]
+								d[0], d[1], d[2] = out[4*j], out[4*j+1], out[4*j+2] // output (i, j) at out[4j+i]
+							}
 						}
 					}
 				}
-				for ; t < t1; t++ {
+				for t := t0 + nt*TT; t < t1; t++ {
 					m.bf16MV(asm, rg, re, nl, xb[t*c:], dst[t])
 				}
 			}

@@ -17,7 +17,7 @@ func mvDPBF16(w *uint16, stride, rows int, x *uint16, nl int, dst *float32)
 func dpbf16Peak512(n int) float32
 
 //go:noescape
-func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf int)
+func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf *uint16, acc *float32, flags int)
 
 //go:noescape
 func cvtBF16AVX512(dst *uint16, src *float32, n int)
@@ -61,23 +61,31 @@ func archBF16MV(m Mat, r0, r1, nl int, xb []uint16, dst []float32) {
 	mvDPBF16(&w[0], c, rows, &xb[0], nl, &out[0])
 }
 
-// archBF16MM runs the VDPBF16PS register tile: rows [r, r+3) × the inputs
-// xb[(t+j)·Cols:] for j < 4, into out[4j+i] (row i, input j).
-func archBF16MM(m Mat, r, nl int, xb []uint16, t int, out *[16]float32, pf bool) {
+// archBF16MM runs the VDPBF16PS register tile on one column block: rows
+// [r, r+3) × the inputs xb[(t+j)·Cols:] for j < 4, columns [cb, cb+n). It
+// starts from the tile's state in acc (blockLoad) or from zero, and ends
+// with the sums in out[4j+i] (row i, input j; blockFinal) or its state
+// back in acc. With pf it prefetches the next row tile's block (rows r+3
+// to r+5, the same columns) to L2.
+func archBF16MM(m Mat, r, cb, n int, xb []uint16, t int, out *[16]float32, acc []float32, flags int, pf bool) {
 	c := m.Cols
 	var p [4]*uint16
 	for j := range 4 {
-		x := xb[(t+j)*c:]
-		if len(x) < nl {
+		x := xb[(t+j)*c+cb:]
+		if len(x) < n {
 			panic("ops: kernel bounds")
 		}
 		p[j] = &x[0]
 	}
-	w := m.u16[r*c:]
-	checkMV(len(w), c, 3, nl, nl, 3)
-	pfi := 0
-	if pf {
-		pfi = 1
+	w := m.u16[r*c+cb:]
+	checkMV(len(w), c, 3, n, n, 3)
+	if n%64 != 0 || cb+n > c || len(acc) < bf16AccFloats {
+		panic("ops: kernel bounds")
 	}
-	mmDPBF16(&w[0], c, &p, nl, out, pfi)
+	var pp *uint16
+	// A prefetch does not fault: the next tile may be past the matrix.
+	if i := (r+3)*c + cb; pf && i < len(m.u16) {
+		pp = &m.u16[i]
+	}
+	mmDPBF16(&w[0], c, &p, n, out, pp, &acc[0], flags)
 }

@@ -88,10 +88,6 @@
 	MMDP_HALF(0, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22); \
 	MMDP_HALF(64, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23)
 
-// The next row tile (3 rows of 2-byte weights, contiguous from R13) is
-// prefetched to L2 at 3 × 128 bytes per 64 columns.
-#define PFT3 PREFETCHT1 (R13); PREFETCHT1 64(R13); PREFETCHT1 128(R13); PREFETCHT1 192(R13); PREFETCHT1 256(R13); PREFETCHT1 320(R13); ADDQ $384, R13
-
 // func mvDPBF16(w *uint16, stride, rows int, x *uint16, nl int, dst *float32)
 TEXT ·mvDPBF16(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), SI
@@ -128,9 +124,14 @@ loop:
 	VZEROUPPER
 	RET
 
-// func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf int)
-// With pf ≠ 0 the loop also prefetches the next 3 rows (the next row tile).
-TEXT ·mmDPBF16(SB), NOSPLIT, $0-48
+// func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf *uint16, acc *float32, flags int)
+// One column block of nl columns (a multiple of 64) of the 3 × 4 tile.
+// flags&1: the accumulators start from acc's 24 × 16 floats (the tile's
+// state after the previous blocks), else from zero; flags&2: this is the
+// last block, the sums go to out (ZHSUM12), else the accumulators go back
+// to acc. With pf ≠ nil each step of 64 columns also prefetches to L2 the
+// same 128 bytes of the 3 rows from pf on (the next row tile's block).
+TEXT ·mmDPBF16(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
 	MOVQ stride+8(FP), R8
 	SHLQ $1, R8
@@ -142,33 +143,17 @@ TEXT ·mmDPBF16(SB), NOSPLIT, $0-48
 	MOVQ 16(AX), DX
 	MOVQ 24(AX), DI
 	MOVQ nl+24(FP), R12
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	MOVQ acc+48(FP), R11
+	TESTQ $1, flags+56(FP)
+	JNZ load
+	ZZERO24
+	JMP start
+load:
+	ZLOAD24(R11)
+start:
 	XORQ AX, AX
-	LEAQ (R10)(R8*1), R13
-	CMPQ pf+40(FP), $0
+	MOVQ pf+40(FP), R13
+	CMPQ R13, $0
 	JNE loopPF
 
 loop:
@@ -176,14 +161,30 @@ loop:
 	ADDQ $64, AX
 	CMPQ AX, R12
 	JLT loop
-	JMP reduce
+	JMP done
 
 loopPF:
-	PFT3
+	LEAQ (R13)(AX*2), R11
+	PREFETCHT1 (R11)
+	PREFETCHT1 64(R11)
+	ADDQ R8, R11
+	PREFETCHT1 (R11)
+	PREFETCHT1 64(R11)
+	ADDQ R8, R11
+	PREFETCHT1 (R11)
+	PREFETCHT1 64(R11)
 	MMDP_STEP
 	ADDQ $64, AX
 	CMPQ AX, R12
 	JLT loopPF
+
+done:
+	TESTQ $2, flags+56(FP)
+	JNZ reduce
+	MOVQ acc+48(FP), R11
+	ZSTORE24(R11)
+	VZEROUPPER
+	RET
 
 reduce:
 	// The twelve outputs folded together (ZHSUM12, the tree of

@@ -409,3 +409,37 @@ func TestBF16Dispatch(t *testing.T) {
 	}
 	t.Logf("kernel variants %v; bf16 mode runs on %s", KernelNames(), defaultEngine.BF16KernelName())
 }
+
+// Rows long enough for the bf16 tiles' column blocks (bf16BlockCols): the
+// tile's state carried between blocks gives MatVec's bits, for 2, 3 and a
+// short last block, with a tail past the last 64 columns, over two row
+// groups, on every kernel variant.
+func TestBF16MatMulColumnBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	withComputeDType(t, "bf16", func() {
+		for _, cols := range []int{2*bf16BlockCols + 64 + 37, 3 * bf16BlockCols, bf16BlockCols*3/2 + 64} {
+			m, xs := randBF16Inputs(rng, 0, 50, cols, 16)
+			for _, name := range KernelNames() {
+				withKernel(t, name, func() {
+					want := make([][]float32, len(xs))
+					for i := range xs {
+						want[i] = make([]float32, m.Rows)
+						m.MatVec(want[i], xs[i])
+					}
+					for _, T := range []int{16, 9} {
+						dst := make([][]float32, T)
+						for i := range dst {
+							dst[i] = make([]float32, m.Rows)
+						}
+						m.MatMul(dst, xs[:T])
+						for i := range T {
+							if j := bitsEqual(dst[i], want[i]); j >= 0 {
+								t.Fatalf("%s, %d columns, T=%d: input %d row %d: %08x, MatVec %08x", name, cols, T, i, j, math.Float32bits(dst[i][j]), math.Float32bits(want[i][j]))
+							}
+						}
+					}
+				})
+			}
+		}
+	})
+}

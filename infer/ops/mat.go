@@ -194,6 +194,26 @@ const (
 	mmBlockBytes = 512 << 10
 )
 
+// Column-block flags of the register tiles (the f32 mode's mmtile and the
+// bf16 mode's VDPBF16PS tile): the block continues from the tile's state;
+// the block is the last, the sums come out.
+const (
+	blockLoad  = 1
+	blockFinal = 2
+)
+
+// blockFlags is the flags of column block [cb, cb+n) of nl columns.
+func blockFlags(cb, n, nl int) int {
+	fl := 0
+	if cb > 0 {
+		fl |= blockLoad
+	}
+	if cb+n == nl {
+		fl |= blockFinal
+	}
+	return fl
+}
+
 // MatVec computes dst[r] = Σ_c m[r,c]·x[c] for every row (F.linear without
 // bias) on the default engine. The result of each row follows the fixed
 // 32-lane order described in matvec_portable.go: it is the same on every

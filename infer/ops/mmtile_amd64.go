@@ -86,9 +86,9 @@ func mmtQ4_KAVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, fl
 
 // Kernel flags (mmtile_amd64.s).
 const (
-	mmtLoad  = 1 // continue from the state
-	mmtFinal = 2 // last block: the sums
-	mmtPF    = 4 // prefetch the next row tile's block
+	mmtLoad  = blockLoad  // continue from the state
+	mmtFinal = blockFinal // last block: the sums
+	mmtPF    = 4          // prefetch the next row tile's block
 	// bf16: prefetch through pf one row's (mmtPFN) or three rows' (mmtPFN3)
 	// line per 32 columns, pf moving on by those rows each row tile.
 	mmtPFN  = 8
@@ -246,13 +246,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 			re := min(rg+mmtGroupRows, rEnd)
 			for cb := 0; cb < nl; cb += cbk {
 				n := min(cbk, nl-cb)
-				fl := 0
-				if cb > 0 {
-					fl |= mmtLoad
-				}
-				if cb+n == nl {
-					fl |= mmtFinal
-				}
+				fl := blockFlags(cb, n, nl)
 				// The last pass may be shorter: its tiles are a prefix.
 				na := 0 // its tiles
 				for na < ntiles && p0+tiles[na].t0 < p1 {
