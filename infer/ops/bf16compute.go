@@ -314,12 +314,9 @@ const bf16BlockCols = 2048
 // accumulators).
 const bf16AccFloats = 24 * 16
 
-// bf16State is a MatMul's tile states (one per row tile of a group and
-// input tile) and a spare one for single-block products.
-type bf16State struct {
-	acc []float32
-	one [bf16AccFloats]float32
-}
+// bf16State is a MatMul's tile states: one per row tile of a group and
+// input tile (a single-block product never reads or writes them).
+type bf16State struct{ acc []float32 }
 
 var bf16StatePool = sync.Pool{New: func() any { return new(bf16State) }}
 
@@ -353,7 +350,7 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 		for t0 := 0; t0 < T; t0 += tb {
 			t1 := min(t0+tb, T)
 			nt := (t1 - t0) / TT // input tiles
-			if need := bf16GroupRows / R * nt * bf16AccFloats; cbk < nl && len(st.acc) < need {
+			if need := bf16GroupRows / R * nt * bf16AccFloats; len(st.acc) < need {
 				st.acc = make([]float32, need)
 			}
 			// Row groups of bf16GroupRows: each input tile passes over
@@ -369,13 +366,8 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 					for ti := range nt {
 						t := t0 + ti*TT
 						for r := rg; r < re; r += R {
-							var acc []float32
-							if cbk < nl {
-								k := ((r-rg)/R*nt + ti) * bf16AccFloats
-								acc = st.acc[k : k+bf16AccFloats]
-							} else {
-								acc = st.one[:]
-							}
+							k := ((r-rg)/R*nt + ti) * bf16AccFloats
+							acc := st.acc[k : k+bf16AccFloats]
 							archBF16MM(m, r, cb, n, xb, t, &out, acc, fl, ti == 0)
 							if fl&blockFinal == 0 {
 								continue
