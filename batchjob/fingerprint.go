@@ -50,6 +50,9 @@ type Fingerprint struct {
 	Config    string `json:"config"`  // SHA-256 of the resolved config (JSON)
 	Weights   string `json:"weights"` // --weights ("" = the checkpoint's dtypes)
 	Compute   string `json:"compute_dtype"`
+	// KV is --kv-dtype when not the default float32 ("bf16"), so that
+	// fingerprints written before the flag existed still match f32 runs.
+	KV string `json:"kv_dtype,omitempty"`
 }
 
 // FileID identifies a file by its name, size and modification time.
@@ -146,6 +149,7 @@ func (f *Fingerprint) Changes(old *Fingerprint) []string {
 	add(old.Config != f.Config, "the model config")
 	add(old.Weights != f.Weights, "--weights")
 	add(old.Compute != f.Compute, "--compute-dtype")
+	add(old.KV != f.KV, "--kv-dtype")
 	return c
 }
 

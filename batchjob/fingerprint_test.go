@@ -43,6 +43,7 @@ func TestFingerprintChanges(t *testing.T) {
 		{"the model config", func(f *Fingerprint) { f.Config = "g" }},
 		{"--weights", func(f *Fingerprint) { f.Weights = "q8_0" }},
 		{"--compute-dtype", func(f *Fingerprint) { f.Compute = "bf16" }},
+		{"--kv-dtype", func(f *Fingerprint) { f.KV = "bf16" }},
 	} {
 		f := base
 		tc.set(&f)

@@ -563,7 +563,17 @@ func (b *batchRun) modelIdentity(o job.Options) batchjob.Fingerprint {
 	}
 	return batchjob.Fingerprint{Version: versionString(), Model: batchjob.IdentifyFile(o.MoshiWeight),
 		Mimi: batchjob.IdentifyFile(o.MimiWeight), Tokenizer: batchjob.IdentifyFile(o.Tokenizer),
-		Config: batchjob.HashString(string(cfg)), Weights: o.Quantize, Compute: dtype}
+		Config: batchjob.HashString(string(cfg)), Weights: o.Quantize, Compute: dtype, KV: kvFingerprint(o.Device.KVDType)}
+}
+
+// kvFingerprint is a fingerprint's KV field for --kv-dtype: "" for float32
+// (the default, and what fingerprints from before the flag mean), else
+// "bf16".
+func kvFingerprint(kv string) string {
+	if kv == "bf16" || kv == "bfloat16" {
+		return "bf16"
+	}
+	return ""
 }
 
 // batchSignals is the batch's SIGINT/SIGTERM handling. Before the items

@@ -27,6 +27,7 @@ func init() {
 			&ucli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
 			&ucli.IntFlag{Name: "batch-size", Value: 1, Usage: "conversations run in lockstep (each weight read once per step for all of them)"},
 			&ucli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 or bf16 (see the main job's flag)"},
+			kvDTypeFlag(),
 			&ucli.StringFlag{Name: "weights", Usage: "quantize the LM at load: q8_0 or q4_k (see the main job's flag)"},
 			&ucli.IntFlag{Name: "memory-mib", Value: 1024, Usage: "buffer size for the memory-bandwidth measurement"},
 			&ucli.IntFlag{Name: "kv-fill", Usage: "pretend this many positions are already in the KV cache (synthetic), to time attention at long contexts (the real model's context is 3000)"},
@@ -113,7 +114,7 @@ func runBench(c *ucli.Context) error {
 	fmt.Fprintf(w, "  Mimi decode      %9.2f ms/frame  (codec %.2f ms per step)\n", r.CodecDecodeMsPerFrame, r.CodecMsPerStep)
 	fmt.Fprintf(w, "  total            %9.2f ms/frame  (real-time factor %.2f at 80 ms/frame)\n", r.TotalMsPerFrame, r.RealTimeFactor)
 	fmt.Fprintf(w, "  weights read     %9.3f GB/frame\n", float64(r.WeightBytesPerFrame)/1e9)
-	fmt.Fprintf(w, "  KV cache read    %9.3f GB/frame (float32)\n", float64(r.KVBytesPerFrame)/1e9)
+	fmt.Fprintf(w, "  KV cache read    %9.3f GB/frame (%s)\n", float64(r.KVBytesPerFrame)/1e9, r.KVDType)
 	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
 	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
 	if r.RooflineFraction > 0 {

@@ -70,10 +70,16 @@ func modelFlags() []ucli.Flag {
 		&ucli.BoolFlag{Name: "cpu-offload", Usage: "split the LM between GPU and host memory (falls back to the CPU without a GPU)"},
 		&ucli.IntFlag{Name: "threads", DefaultText: "all cores", Usage: "CPU threads"},
 		&ucli.StringFlag{Name: "compute-dtype", Value: "f32", Usage: "f32 (float32 math, the parity path: transcript identical to the reference, audio within 1 LSB) or bf16 (activations rounded to bf16 in bf16-weight products, as the reference on a GPU; needs AVX512_BF16 to be fast)"},
+		kvDTypeFlag(),
 		&ucli.StringFlag{Name: "weights", Usage: "quantize the LM at load: q8_0 (about half the bytes per frame) or q4_k (under a third); not bit-identical to the reference (docs/QUANTIZATION.md; pp-offline quantize writes a file instead)"},
 		&ucli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
 	}
 	return append(f, hubFlags()...)
+}
+
+// kvDTypeFlag is --kv-dtype (the main job, batch, bench, tune).
+func kvDTypeFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "kv-dtype", Value: "f32", Usage: "what the LM's KV cache stores (CPU backend): f32 (the parity path) or bf16 (keys and values rounded to bf16: half the cache's memory and half the attention's reads, which count at long contexts and large batches; outputs differ from the parity path)"}
 }
 
 func mainFlags() []ucli.Flag {
@@ -564,13 +570,13 @@ func isFlatSchema(data []byte) bool {
 }
 
 // deviceFlags turns the device flags (--device, --cpu-offload, --threads,
-// --compute-dtype, PP_OFFLINE_KERNEL and the device memory flags of the
+// --compute-dtype, --kv-dtype, PP_OFFLINE_KERNEL and the device memory flags of the
 // commands that have them) into the job's device options, resolved once
 // (their log lines said once). The kinds are infer's: no device name is
 // compared here.
 func deviceFlags(c *ucli.Context, log *logger) (job.DeviceOptions, error) {
 	o := job.DeviceOptions{Name: c.String("device"), CPUOffload: c.Bool("cpu-offload"), Threads: c.Int("threads"),
-		Kernel: os.Getenv("PP_OFFLINE_KERNEL"), ComputeDType: c.String("compute-dtype")}
+		Kernel: os.Getenv("PP_OFFLINE_KERNEL"), ComputeDType: c.String("compute-dtype"), KVDType: c.String("kv-dtype")}
 	if o.Threads < 0 || o.Threads > maxThreads {
 		return o, usageErrorf("--threads must be from 0 (all cores) to %d, not %d", maxThreads, o.Threads)
 	}

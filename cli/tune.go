@@ -142,7 +142,7 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	if !sim {
 		// tune times the CPU's units and declares the device's: without
 		// the simulated device it runs on the CPU, whatever --device says.
-		devOpts = job.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}
+		devOpts = job.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType, KVDType: devOpts.KVDType}
 	}
 	// The KV cache is sized to the frames run, as in bench: no position
 	// falls out of the context, and a 7B float32 cache of 3000 steps would
@@ -154,7 +154,7 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	// Figures: the CPU's measured (or declared); the device's declared.
 	// The device is opened when they are known (the simulated device plans
 	// with them); its CPU engine, made now, is what measures and runs.
-	cpuDev, err := job.OpenDevice(job.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType}, job.JobShape{Config: cfg}, log)
+	cpuDev, err := job.OpenDevice(job.DeviceOptions{Threads: devOpts.Threads, Kernel: devOpts.Kernel, ComputeDType: devOpts.ComputeDType, KVDType: devOpts.KVDType}, job.JobShape{Config: cfg}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,8 @@ func TestBatchResumeByFingerprint(t *testing.T) {
 	redone("--weights", "--weights changed")
 	j.flags = append(j.flags, "--compute-dtype", "bf16")
 	redone("--compute-dtype", "--compute-dtype changed")
+	j.flags = append(j.flags, "--kv-dtype", "bf16")
+	redone("--kv-dtype", "--kv-dtype changed")
 
 	// Another version's fingerprint, and none (an older version's outputs).
 	fpPath := batchjob.FingerprintPath(wav)

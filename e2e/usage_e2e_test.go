@@ -15,6 +15,7 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--device", "tpu"}, `pp-offline: --device must be auto, cpu, cuda or sim, not "tpu" (see pp-offline --help)`},
 		{[]string{"--compute-dtype", "fp16"}, `--compute-dtype: ops: unknown compute dtype "fp16" (want f32 or bf16) (see pp-offline --help)`},
+		{[]string{"--kv-dtype", "f16"}, `pp-offline: --kv-dtype must be f32 or bf16, not "f16" (see pp-offline --help)`},
 		{[]string{"--weights", "q2"}, `pp-offline: --weights: unknown weight format "q2" (have q8_0, q4_k) (see pp-offline --help)`},
 		{[]string{"--gpu-memory", "banana"}, `pp-offline: --gpu-memory: size "banana": want a number then a unit`},
 		{[]string{"--host-memory", "12XB"}, `--host-memory: size "12XB": unknown unit "XB"`},

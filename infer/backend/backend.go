@@ -229,13 +229,22 @@ type Ring struct {
 	// conversations. Attending over a read-only ring is an error (the CPU
 	// backend panics).
 	ReadOnly bool
+	// ElemBytes is the size of a stored key or value element: 4 for
+	// float32 (0 means 4), 2 for the CPU backend's bf16 rings.
+	ElemBytes int
 }
 
 // Reset forgets every position (RingKVCache.reset).
 func (r *Ring) Reset() { r.End = 0 }
 
-// Bytes is the ring's key and value storage (float32).
-func (r *Ring) Bytes() int64 { return 2 * 4 * int64(r.Heads) * int64(r.Dh) * int64(r.Capacity) }
+// Bytes is the ring's key and value storage.
+func (r *Ring) Bytes() int64 {
+	eb := int64(r.ElemBytes)
+	if eb == 0 {
+		eb = 4
+	}
+	return 2 * eb * int64(r.Heads) * int64(r.Dh) * int64(r.Capacity)
+}
 
 // KeepsCapacity reports whether CopyRing(dst, src) may leave dst at its own
 // capacity: it is at least src's, for the same heads, and src has not

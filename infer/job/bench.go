@@ -57,7 +57,7 @@ type BenchResult struct {
 	TotalMsPerFrame       float64 `json:"total_ms_per_frame"`
 	RealTimeFactor        float64 `json:"real_time_factor"`
 	WeightBytesPerFrame   int64   `json:"weight_bytes_per_frame"`
-	KVBytesPerFrame       int64   `json:"kv_bytes_per_frame"`  // float32 keys and values attended
+	KVBytesPerFrame       int64   `json:"kv_bytes_per_frame"`  // keys and values attended (float32, or bf16 with KVDType bf16)
 	MemoryBoundGBps       float64 `json:"weights_and_kv_gbps"` // (weights + KV) / LM time
 	AchievedGBps          float64 `json:"achieved_gbps"`
 	MemoryGBps            float64 `json:"memory_gbps"`
@@ -67,6 +67,7 @@ type BenchResult struct {
 	NumCPU                int     `json:"num_cpu"`
 	KernelPath            string  `json:"kernel"`
 	ComputeDType          string  `json:"compute_dtype"`
+	KVDType               string  `json:"kv_dtype"` // what the LM's KV cache stores: f32 or bf16
 	Device                string  `json:"device,omitempty"`
 	// The offload plan's prediction (--cpu-offload on a GPU) and the device
 	// memory the backend held at most.
@@ -217,7 +218,12 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	res.PeakRSSBytes = peakRSS()
 	res.WeightBytesPerFrame = bytesPerFrame[len(bytesPerFrame)-1]
 	res.AchievedGBps = float64(res.WeightBytesPerFrame) / (res.LMMsPerFrame * 1e6)
-	res.KVBytesPerFrame = int64(B) * int64(res.KVPositions) * int64(lmCfg.Dim) * 2 * 4 * int64(lmCfg.NumLayers)
+	elem := int64(4)
+	res.KVDType = "f32"
+	if r := gen.TransformerState().Rings; len(r) > 0 && r[0].ElemBytes == 2 {
+		elem, res.KVDType = 2, "bf16"
+	}
+	res.KVBytesPerFrame = int64(B) * int64(res.KVPositions) * int64(lmCfg.Dim) * 2 * elem * int64(lmCfg.NumLayers)
 	res.MemoryBoundGBps = float64(res.WeightBytesPerFrame+res.KVBytesPerFrame) / (res.LMMsPerFrame * 1e6)
 	o.Log.Infof("measuring memory read bandwidth over %d MiB", mem>>20)
 	res.MemoryGBps = e.MeasureReadBandwidth(mem)
@@ -264,12 +270,12 @@ func benchModels(o BenchOptions, cfg *config.Config, lmCfg *config.LM, d *Device
 		res.Weights += " (" + o.Quantize + " at load)"
 	}
 	if o.MimiWeight != "" {
-		codec, err = mimi.Open(cfg.Mimi, o.MimiWeight, d.Backend(), d.Host())
+		codec, err = mimi.Open(cfg.Mimi, o.MimiWeight, d.CodecBackend(), d.Host())
 		res.Weights += " + " + o.MimiWeight
 	} else {
 		var specs []weights.Spec
 		if specs, err = mimi.WeightSpecs(cfg.Mimi); err == nil {
-			codec, err = mimi.Load(cfg.Mimi, random(specs, 2), d.Backend(), d.Host())
+			codec, err = mimi.Load(cfg.Mimi, random(specs, 2), d.CodecBackend(), d.Host())
 		}
 	}
 	if err != nil {

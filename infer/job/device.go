@@ -19,7 +19,8 @@ import (
 
 // DeviceOptions say where a job computes, as the flags give it: the only
 // input that turns --device, --cpu-offload, --gpu-memory, --threads,
-// --compute-dtype and PP_OFFLINE_KERNEL into behaviour (OpenDevice).
+// --compute-dtype, --kv-dtype and PP_OFFLINE_KERNEL into behaviour
+// (OpenDevice).
 type DeviceOptions struct {
 	// Name is --device: "auto", "cpu" (""), "cuda", "cuda:N" or "sim".
 	Name string
@@ -33,6 +34,12 @@ type DeviceOptions struct {
 	Threads      int
 	Kernel       string
 	ComputeDType string
+	// KVDType is what the LM's KV cache stores on the CPU backend: "f32"
+	// ("", exact) or "bf16" (keys and values rounded to bf16: half the
+	// memory and half the attention's reads; outputs differ from the
+	// parity path). The codec's transformers keep float32 ones; the GPU
+	// has only float32 ones.
+	KVDType string
 	// Offload sizes the device an offload plan is made for.
 	Offload OffloadOptions
 
@@ -129,10 +136,24 @@ func CheckDeviceOptions(o DeviceOptions) error {
 	if _, err := ops.ParseComputeDType(o.ComputeDType); o.ComputeDType != "" && err != nil {
 		return fmt.Errorf("--compute-dtype: %v", err)
 	}
+	if _, err := parseKVDType(o.KVDType); err != nil {
+		return err
+	}
 	if o.Kernel != "" && !slices.Contains(ops.KernelNames(), o.Kernel) {
 		return fmt.Errorf("PP_OFFLINE_KERNEL=%s: unknown or unsupported here (have %s)", o.Kernel, strings.Join(ops.KernelNames(), ", "))
 	}
 	return nil
+}
+
+// parseKVDType reports whether name (--kv-dtype) asks for bf16 rings.
+func parseKVDType(name string) (bf16 bool, err error) {
+	switch name {
+	case "", "f32", "float32":
+		return false, nil
+	case "bf16", "bfloat16":
+		return true, nil
+	}
+	return false, fmt.Errorf("--kv-dtype must be f32 or bf16, not %q", name)
 }
 
 var deviceNames = map[string]DeviceKind{"": DeviceCPU, "cpu": DeviceCPU, "auto": DeviceCPU, "cuda": DeviceCUDA, "sim": DeviceSim}
@@ -189,8 +210,11 @@ type Device struct {
 	Kind DeviceKind
 	o    DeviceOptions
 	cpu  *cpu.CPU
-	gpu  *cuda.CUDA
-	plan *offload.Plan // the GPU's, made before loading (--cpu-offload)
+	// codec is the codec's CPU backend: cpu, or one on cpu's engine that
+	// keeps float32 rings when cpu's are bf16 (--kv-dtype).
+	codec *cpu.CPU
+	gpu   *cuda.CUDA
+	plan  *offload.Plan // the GPU's, made before loading (--cpu-offload)
 
 	placed *lm.Placed // the LM's offload executor once placed
 	log    Logger
@@ -223,13 +247,21 @@ func OpenDevice(o DeviceOptions, job JobShape, log Logger) (*Device, error) {
 		return nil, err
 	}
 	k := o.kind
-	c, err := cpu.New(cpu.Options{Threads: o.Threads, Kernel: o.Kernel, ComputeDType: o.ComputeDType})
+	kvBF16, _ := parseKVDType(o.KVDType) // checked by Resolve
+	if kvBF16 && k == DeviceCUDA {
+		return nil, fmt.Errorf("--kv-dtype bf16 is for the CPU backend (the GPU's KV cache is float32): use --device cpu, or --kv-dtype f32")
+	}
+	c, err := cpu.New(cpu.Options{Threads: o.Threads, Kernel: o.Kernel, ComputeDType: o.ComputeDType, KVDType: o.KVDType})
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{Kind: k, o: o, cpu: c, log: log}
+	d := &Device{Kind: k, o: o, cpu: c, codec: c, log: log}
 	if e := c.Engine(); e.ComputeDType() == "bf16" {
 		log.Infof("compute dtype bf16 (kernel %s): outputs differ from the f32 parity path", e.BF16KernelName())
+	}
+	if kvBF16 {
+		d.codec = c.WithF32Rings()
+		log.Infof("KV cache bf16: the LM's keys and values rounded to bf16 (half the memory and the attention's reads); outputs differ from the f32 parity path")
 	}
 	if k != DeviceCUDA {
 		return d, nil
@@ -247,6 +279,15 @@ func (d *Device) Backend() backend.Backend {
 		return d.gpu
 	}
 	return d.cpu
+}
+
+// CodecBackend is what the codec computes on: the backend, except that on
+// the CPU its transformers' KV rings are float32 whatever --kv-dtype says.
+func (d *Device) CodecBackend() backend.Backend {
+	if d.gpu != nil {
+		return d.gpu
+	}
+	return d.codec
 }
 
 // Host is the CPU engine beside the backend (the codec's convolutions).

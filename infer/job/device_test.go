@@ -98,6 +98,13 @@ func TestCUDAJobPathsDry(t *testing.T) {
 	if n, err := run(o); err != nil || n != 1 {
 		t.Fatalf("resident: %d items, %v", n, err)
 	}
+	// bf16 KV rings are the CPU backend's: asked for on the GPU, the job
+	// stops with one line before loading anything.
+	kv := o
+	kv.Device.KVDType = "bf16"
+	if n, err := run(kv); err == nil || n != 0 || !strings.Contains(err.Error(), "--kv-dtype bf16 is for the CPU backend") {
+		t.Fatalf("--kv-dtype bf16 on the GPU: %d items, %v", n, err)
+	}
 	off := o
 	off.Device = DeviceOptions{Name: "cuda", CPUOffload: true, Offload: OffloadOptions{Memory: 64 << 20}}
 	if n, err := run(off); err != nil || n != 1 {
@@ -234,5 +241,28 @@ func TestCPUOffloadBudgetLeavesFixedBuffers(t *testing.T) {
 	}
 	if err := run(cuda.ArenaBytes + 1<<20); err != nil {
 		t.Fatalf("a budget with room beside the arena: %v", err)
+	}
+}
+
+// --kv-dtype bf16 gives the LM's backend bf16 rings and leaves the codec's
+// float32 (its transformers stay exact), on one engine.
+func TestKVDTypeRingsOnTheCPU(t *testing.T) {
+	for _, kv := range []string{"", "f32", "bf16"} {
+		d, err := OpenDevice(DeviceOptions{Name: "cpu", Threads: 1, KVDType: kv}, JobShape{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lmRing, codecRing := d.Backend().NewRing(2, 32, 4), d.CodecBackend().NewRing(2, 32, 4)
+		wantLM := int64(2 * 4 * 2 * 32 * 4)
+		if kv == "bf16" {
+			wantLM /= 2
+		}
+		if lmRing.Bytes() != wantLM || codecRing.Bytes() != 2*4*2*32*4 {
+			t.Errorf("--kv-dtype %q: the LM's ring holds %d bytes (want %d), the codec's %d", kv, lmRing.Bytes(), wantLM, codecRing.Bytes())
+		}
+		d.Close()
+	}
+	if err := CheckDeviceOptions(DeviceOptions{KVDType: "int8"}); err == nil || !strings.Contains(err.Error(), "--kv-dtype") {
+		t.Fatalf("--kv-dtype int8: %v", err)
 	}
 }

@@ -119,7 +119,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // them), the codec on the device's backend and CPU engine.
 func loadModels(o Options, d *Device) (*mimi.Model, *lm.Model, error) {
 	progress(o, "loading mimi")
-	codec, err := mimi.Open(o.Config.Mimi, o.MimiWeight, d.Backend(), d.Host())
+	codec, err := mimi.Open(o.Config.Mimi, o.MimiWeight, d.CodecBackend(), d.Host())
 	if err != nil {
 		if !strings.Contains(err.Error(), filepath.Base(o.MimiWeight)) {
 			err = fmt.Errorf("%s: %w", o.MimiWeight, err)

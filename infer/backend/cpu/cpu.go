@@ -8,7 +8,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/ops"
@@ -20,11 +19,16 @@ type Options struct {
 	Threads      int    // threads of its worker pool, the caller included (0: GOMAXPROCS, which honours a cgroup CPU quota)
 	Kernel       string // kernel variant (see ops.KernelNames; "": the best this CPU runs)
 	ComputeDType string // "f32" (exact, the parity path; ""), or "bf16"
+	// KVDType is what the KV rings store: "f32" ("", exact, the parity
+	// path) or "bf16" (keys and values rounded to bf16: half the memory and
+	// the attention's reads).
+	KVDType string
 }
 
 // CPU is the CPU backend. It is used from one goroutine at a time.
 type CPU struct {
-	e *ops.Engine
+	e      *ops.Engine
+	kvBF16 bool // NewRing makes bf16 rings (Options.KVDType)
 
 	xs, ys [][]float32 // row views for one product (reused)
 	w1, w2 []float32   // widened vectors for one op (reused)
@@ -40,7 +44,16 @@ func New(o Options) (*CPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newCPU(e), nil
+	c := newCPU(e)
+	switch o.KVDType {
+	case "", "f32", "float32":
+	case "bf16", "bfloat16":
+		c.kvBF16 = true
+	default:
+		e.Close()
+		return nil, fmt.Errorf("cpu: unknown KV dtype %q (want f32 or bf16)", o.KVDType)
+	}
+	return c, nil
 }
 
 // newCPU is a backend on e, its parallel jobs' functions made once (so that
@@ -52,6 +65,10 @@ func newCPU(e *ops.Engine) *CPU {
 	c.pieces.fn = c.pieces.run
 	return c
 }
+
+// WithF32Rings is a backend on c's engine (close c, not it) whose KV rings
+// are float32 whatever c's are.
+func (c *CPU) WithF32Rings() *CPU { return newCPU(c.e) }
 
 // Default is a CPU backend on the package-default engine of infer/ops (all
 // cores, the best kernel variant, f32), for tests and tools.
@@ -305,130 +322,6 @@ func (c *CPU) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accum
 	}
 }
 
-// ring is the storage of a CPU KV ring: [heads][capacity][dh] keys and
-// values, so that one head's keys are contiguous for attention. While np >
-// 0, slots [0, np) are not read from k and v but from pk and pv, the
-// storage ([heads][pc][dh]) of a read-only ring that this one was copied
-// from (CopyRing): the conversations restored from one prompt snapshot
-// then read their common prompt positions from one copy in memory. A write
-// to one of those slots (the ring wrapping) first copies them into k and v
-// (unshare). A sharing ring never touches its own pages of those slots, so
-// holding the snapshot's storage (even after the prompt cache evicted it)
-// costs no more memory than the copy it replaces.
-type ring struct {
-	k, v   []float32
-	pk, pv []float32
-	pc, np int
-}
-
-func ringOf(r *backend.Ring) *ring { return r.Data.(*ring) }
-
-// unshare makes r hold its shared slots in its own storage (copying them,
-// unless r holds no position any more: after Reset).
-func unshare(r *backend.Ring) {
-	d := ringOf(r)
-	if d.np == 0 {
-		return
-	}
-	if r.End > 0 {
-		n, dh := d.np*r.Dh, r.Dh
-		for h := 0; h < r.Heads; h++ {
-			o, so := h*r.Capacity*dh, h*d.pc*dh
-			copy(d.k[o:o+n], d.pk[so:so+n])
-			copy(d.v[o:o+n], d.pv[so:so+n])
-		}
-	}
-	d.pk, d.pv, d.pc, d.np = nil, nil, 0, 0
-}
-
-// NewRing implements backend.Backend.
-func (c *CPU) NewRing(heads, dh, capacity int) *backend.Ring {
-	n := heads * dh * capacity
-	return &backend.Ring{Heads: heads, Dh: dh, Capacity: capacity, Data: &ring{k: make([]float32, n), v: make([]float32, n)}}
-}
-
-// GrowRing implements backend.Backend.
-func (c *CPU) GrowRing(r *backend.Ring, capacity int) {
-	if capacity <= r.Capacity {
-		return
-	}
-	if r.End > r.Capacity {
-		panic("cpu: GrowRing after the ring wrapped")
-	}
-	old := ringOf(r)
-	n := r.Heads * r.Dh * capacity
-	nr := &ring{k: make([]float32, n), v: make([]float32, n), pk: old.pk, pv: old.pv, pc: old.pc, np: old.np}
-	oc, dh := r.Capacity*r.Dh, r.Dh
-	lo := min(old.np, r.End) * dh // the shared slots are not in old's storage
-	for h := 0; h < r.Heads; h++ {
-		copy(nr.k[h*capacity*dh+lo:], old.k[h*oc+lo:h*oc+r.End*dh])
-		copy(nr.v[h*capacity*dh+lo:], old.v[h*oc+lo:h*oc+r.End*dh])
-	}
-	r.Capacity, r.Data = capacity, nr
-}
-
-// CopyRing implements backend.Backend. From a read-only source that has
-// not wrapped, dst shares src's storage for src's positions and copies
-// nothing (into its own memory where KeepsCapacity, else a ring of src's
-// capacity).
-func (c *CPU) CopyRing(dst, src *backend.Ring) {
-	s := ringOf(src)
-	if src.ReadOnly && s.np == 0 && src.End > 0 && src.End < src.Capacity {
-		if !backend.KeepsCapacity(dst, src) {
-			n := len(s.k)
-			dst.Capacity, dst.Data = src.Capacity, &ring{k: make([]float32, n), v: make([]float32, n)}
-		}
-		d := ringOf(dst)
-		d.pk, d.pv, d.pc, d.np = s.k, s.v, src.Capacity, src.End
-		dst.Heads, dst.Dh, dst.End = src.Heads, src.Dh, src.End
-		return
-	}
-	if backend.KeepsCapacity(dst, src) && dst.Capacity > src.Capacity {
-		// Only the positions held, head by head, into the larger ring.
-		d, n := ringOf(dst), src.End*src.Dh
-		for h := 0; h < src.Heads; h++ {
-			o, so := h*dst.Capacity*dst.Dh, h*src.Capacity*src.Dh
-			copy(d.k[o:o+n], s.k[so:so+n])
-			copy(d.v[o:o+n], s.v[so:so+n])
-		}
-		d.pk, d.pv, d.pc, d.np = s.pk, s.pv, s.pc, s.np
-		dst.End = src.End
-		return
-	}
-	if dst.Capacity != src.Capacity || dst.Data == nil || len(ringOf(dst).k) != len(s.k) {
-		dst.Capacity = src.Capacity
-		dst.Data = &ring{k: make([]float32, len(s.k)), v: make([]float32, len(s.v))}
-	}
-	d := ringOf(dst)
-	copy(d.k, s.k)
-	copy(d.v, s.v)
-	d.pk, d.pv, d.pc, d.np = s.pk, s.pv, s.pc, s.np
-	dst.Heads, dst.Dh, dst.End = src.Heads, src.Dh, src.End
-}
-
-// FillRing implements backend.Backend.
-func (c *CPU) FillRing(r *backend.Ring, n int) {
-	d := ringOf(r)
-	d.pk, d.pv, d.pc, d.np = nil, nil, 0, 0 // every slot is written
-	for j := range d.k {
-		d.k[j] = float32(j%13-6) * 0.01
-		d.v[j] = float32(j%7-3) * 0.01
-	}
-	r.End += n
-}
-
-// writeHead copies head hd of one position's keys k and values v into the
-// ring's slot (never a shared one: Attend unshares first).
-func writeHead(r *backend.Ring, slot, hd int, k, v []float32) {
-	d, dh := ringOf(r), r.Dh
-	if slot < d.np {
-		panic("cpu: a write into a ring's shared slot")
-	}
-	o := (hd*r.Capacity + slot) * dh
-	copy(d.k[o:o+dh], k[hd*dh:(hd+1)*dh])
-	copy(d.v[o:o+dh], v[hd*dh:(hd+1)*dh])
-}
-
 // Attend implements backend.Backend. The work is split into one unit per
 // (sequence, head): a unit writes its head's keys and values of the
 // sequence's rows into the ring (all of them first, or each just before its
@@ -468,7 +361,7 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 		if r.ReadOnly {
 			panic("cpu: Attend over a read-only ring")
 		}
-		if d := ringOf(r); d.np > 0 && (r.End < d.np || r.End+s.Rows > r.Capacity) {
+		if np := sharedSlots(r); np > 0 && (r.End < np || r.End+s.Rows > r.Capacity) {
 			unshare(r) // these rows write into shared slots (a reset ring, or wrapping)
 		}
 		for i := 0; i < s.Rows; i++ {
@@ -578,13 +471,13 @@ func (j *attnJob) run(u int) {
 	if !j.stepwise {
 		for i := 0; i < un.rows; i++ {
 			row := rowOf(j.qd, j.qkv, un.row0+i)
-			writeHead(r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
+			writeHead(j.c.e, r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
 		}
 	}
 	for i := 0; i < un.rows; i++ {
 		row := rowOf(j.qd, j.qkv, un.row0+i)
 		if j.stepwise {
-			writeHead(r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
+			writeHead(j.c.e, r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
 		}
 		o := (un.row0 + i) * j.maxCap
 		valid := j.valid[o : o+j.nvalid[un.row0+i]]
@@ -603,63 +496,9 @@ func visibleSlots(valid []int32, r *backend.Ring, end, posQ, context int) []int3
 	return valid
 }
 
-// attendHead computes head hd of softmax(q·kᵀ/√d + mask)·v over the valid
-// slots into out (q and out: all heads), with scores as scratch.
-func attendHead(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid []int32, scores []float32) {
-	d := ringOf(r)
-	dh := r.Dh
-	scale := float32(1 / math.Sqrt(float64(dh)))
-	qh := q[hd*dh : (hd+1)*dh]
-	scores = scores[:len(valid)]
-	// This head's keys and values: row slot at slot·dh; the shared slots
-	// (a prefix of valid, which is in slot order) from the shared storage.
-	kh := d.k[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
-	vh := d.v[hd*r.Capacity*dh : (hd+1)*r.Capacity*dh]
-	ns := 0
-	var pkh, pvh []float32
-	if d.np > 0 {
-		ns, _ = slices.BinarySearch(valid, int32(d.np)) // the valid slots below np
-		pkh, pvh = d.pk[hd*d.pc*dh:(hd+1)*d.pc*dh], d.pv[hd*d.pc*dh:(hd+1)*d.pc*dh]
-		e.DotRows(scores[:ns], qh, pkh, dh, valid[:ns])
-	}
-	e.DotRows(scores[ns:], qh, kh, dh, valid[ns:])
-	maxv := float32(math.Inf(-1))
-	for i, v := range scores {
-		v *= scale
-		scores[i] = v
-		maxv = max(maxv, v)
-	}
-	for i := range scores {
-		scores[i] -= maxv
-	}
-	e.ExpTo(scores, scores) // float32(math.Exp(float64(v − max))), vectorized
-	var sum float32
-	for _, ex := range scores {
-		sum += ex
-	}
-	oh := out[hd*dh : (hd+1)*dh]
-	clear(oh)
-	inv := 1 / sum
-	for i := range scores {
-		scores[i] *= inv // the weight each value row is added with
-	}
-	if ns > 0 {
-		e.AxpyRows(oh, scores[:ns], pvh, dh, valid[:ns]) // one Axpy per row, in order: the split keeps the bits
-	}
-	e.AxpyRows(oh, scores[ns:], vh, dh, valid[ns:])
-}
-
 var _ backend.Backend = (*CPU)(nil)
 
 // gelu is the exact (erf) GELU of one value, as ops.GELU computes it.
 func gelu(v float32) float32 {
 	return float32(0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2)))
-}
-
-// KV returns the keys and values a CPU ring holds, [heads][capacity][dh]
-// (inspection and tests).
-func KV(r *backend.Ring) (k, v []float32) {
-	unshare(r)
-	d := ringOf(r)
-	return d.k, d.v
 }
