@@ -14,7 +14,8 @@
 # Environment: BENCH_CONFIG (default testdata/personaplex-1b.config.json),
 # BENCH_ITEMS (16), BENCH_BATCH (8), BENCH_SECONDS (4: input length),
 # BENCH_THREADS (default: pp-offline's), BENCH_DTYPE (--compute-dtype of
-# both halves, default f32), BENCH_DIR (keep the model and inputs there
+# both halves, default f32), BENCH_KV (--kv-dtype of both halves, default
+# f32), BENCH_DIR (keep the model and inputs there
 # instead of a temporary folder that is removed).
 # Needs ~6 GB of free memory and disk for the 1.3B model (bf16 weights).
 set -euo pipefail
@@ -48,7 +49,7 @@ for i in $(seq 0 $((items - 1))); do
 done
 model=(--config "$work/model/config.json" --moshi-weight "$work/model/model.safetensors" --mimi-weight "$work/model/mimi.safetensors"
   --tokenizer "$work/model/tokenizer.model" --device cpu --voice-prompt "$PWD/testdata/tiny/voices/TINYF0.wav" --greedy --seed 1
-  --compute-dtype "${BENCH_DTYPE:-f32}" "${threads[@]}")
+  --compute-dtype "${BENCH_DTYPE:-f32}" --kv-dtype "${BENCH_KV:-f32}" "${threads[@]}")
 
 # Both halves start from the same page cache: the model files are dropped
 # from it and read back once through pp-offline's own mapping (a one-frame
@@ -78,9 +79,9 @@ for i in $(seq 0 $((items - 1))); do
   cmp -s "$work/single/in$i.wav" "$work/batch/in$i.wav" && cmp -s "$work/single/in$i.json" "$work/batch/in$i.json" && same=$((same + 1))
 done
 audio=$(grep -o '"audio_seconds": [0-9.]*' "$work/report.json" | grep -o '[0-9.]*$')
-awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v a="$audio" -v n="$items" -v B="$batch" -v same="$same" -v cpus="$(nproc)" -v cfg="$config" -v dt="${BENCH_DTYPE:-f32}" 'BEGIN {
+awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v a="$audio" -v n="$items" -v B="$batch" -v same="$same" -v cpus="$(nproc)" -v cfg="$config" -v dt="${BENCH_DTYPE:-f32}" -v kv="${BENCH_KV:-f32}" 'BEGIN {
   s = t1 - t0; b = t2 - t1
-  printf "bench-batch: %s, %s compute, %d inputs, %.1f s of audio, %d CPUs\n", cfg, dt, n, a, cpus
+  printf "bench-batch: %s, %s compute, %s KV cache, %d inputs, %.1f s of audio, %d CPUs\n", cfg, dt, kv, n, a, cpus
   printf "  %d separate runs   %8.1f s  (real-time factor %.2f)\n", n, s, s / a
   printf "  batch, B = %-2d      %8.1f s  (real-time factor %.2f)\n", B, b, b / a
   printf "  ratio              %8.2fx  (separate / batch); outputs identical: %d/%d\n", s / b, same, n
