@@ -29,9 +29,10 @@ func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
 // ConversationBytes is the memory one more conversation in the batch
 // costs at most: infer's estimate for one conversation at the full context
-// (rings grow to it on long inputs) with a prompt prefill of 256 rows.
-func ConversationBytes(cfg *config.Config) int64 {
-	return job.EstimateMemory(cfg, 1, cfg.LM.Context, 256).Total()
+// (rings grow to it on long inputs) with a prompt prefill of 256 rows, its
+// KV cache of kvElem bytes an element (job.DeviceOptions.KVElemBytes).
+func ConversationBytes(cfg *config.Config, kvElem int) int64 {
+	return job.EstimateMemory(cfg, 1, cfg.LM.Context, 256, kvElem).Total()
 }
 
 // MaxBatch caps the chosen batch: beyond it a step is compute-bound on any
@@ -41,8 +42,8 @@ const MaxBatch = 16
 // ChooseBatch picks the batch size from the memory left once the weights
 // (mapped, but resident while the job runs) and a reserve are set aside,
 // capped at MaxBatch and at the items to run; why says how, in one line.
-func ChooseBatch(mem Memory, weightBytes int64, cfg *config.Config, items int) (b int, why string) {
-	per := ConversationBytes(cfg)
+func ChooseBatch(mem Memory, weightBytes int64, cfg *config.Config, items, kvElem int) (b int, why string) {
+	per := ConversationBytes(cfg, kvElem)
 	const reserve = 1 << 30
 	items = max(items, 1)
 	if mem.Bytes <= 0 {

@@ -385,7 +385,7 @@ func (b *batchRun) run() error {
 	opts.BatchSize = min(c.Int("batch-size"), max(len(queue), 1))
 	if opts.BatchSize == 0 {
 		var why string
-		opts.BatchSize, why = batchjob.ChooseBatch(batchjob.HostMemory(), fileSize(opts.MoshiWeight)+fileSize(opts.MimiWeight), opts.Config, len(queue))
+		opts.BatchSize, why = batchjob.ChooseBatch(batchjob.HostMemory(), fileSize(opts.MoshiWeight)+fileSize(opts.MimiWeight), opts.Config, len(queue), opts.Device.KVElemBytes())
 		log.Infof("%s (--batch-size sets it)", why)
 	} else {
 		log.Infof("batch size %d (--batch-size)", opts.BatchSize)

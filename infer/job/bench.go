@@ -294,7 +294,7 @@ func closeAll(files []*weights.File) {
 // benchMemory checks the memory a bench run needs before anything loads:
 // random weights are new RAM, files are mapped, the bandwidth buffer mem.
 func benchMemory(o BenchOptions, cfg *config.Config, lmCfg *config.LM, B, mem int) error {
-	est := EstimateMemory(cfg, B, o.KVFill+o.Warmup+o.Frames+16, B*16)
+	est := EstimateMemory(cfg, B, o.KVFill+o.Warmup+o.Frames+16, B*16, o.Device.KVElemBytes())
 	est.Other = int64(mem)
 	specs := lm.WeightSpecs(lmCfg, weights.BF16)
 	if o.MoshiWeight == "" {

@@ -145,6 +145,15 @@ func CheckDeviceOptions(o DeviceOptions) error {
 	return nil
 }
 
+// KVElemBytes is the bytes of one key or value element of the LM's KV
+// cache that o asks for: 2 with --kv-dtype bf16, else 4.
+func (o DeviceOptions) KVElemBytes() int {
+	if bf16, _ := parseKVDType(o.KVDType); bf16 {
+		return 2
+	}
+	return 4
+}
+
 // parseKVDType reports whether name (--kv-dtype) asks for bf16 rings.
 func parseKVDType(name string) (bf16 bool, err error) {
 	switch name {

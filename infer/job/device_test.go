@@ -179,7 +179,7 @@ func TestCUDAPromptCacheFitsDry(t *testing.T) {
 		return done, err
 	}
 	f := FitsFor(cfg, fileSize(o.MoshiWeight)+fileSize(o.MimiWeight), o.BatchSize, 0)
-	states := openPromptCache(o).estimate(cfg, 0)
+	states := openPromptCache(o).estimate(cfg, 0, 4)
 	if states <= 0 {
 		t.Fatalf("prompt cache estimate %d", states)
 	}

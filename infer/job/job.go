@@ -320,7 +320,7 @@ func (j *itemsRun) open() error {
 	if err != nil {
 		return err
 	}
-	est := EstimateMemory(cfg, j.B, positions, prefill)
+	est := EstimateMemory(cfg, j.B, positions, prefill, o.Device.KVElemBytes())
 	est.Mapped = fileSize(o.MoshiWeight) + fileSize(o.MimiWeight)
 	for _, r := range j.queue { // the first batch's decoded audio, held while it runs
 		est.Other += 4 * int64(len(r.in.user)+len(r.in.voiceAudio))
@@ -331,7 +331,7 @@ func (j *itemsRun) open() error {
 		for _, r := range j.queue {
 			p = max(p, r.in.promptSteps(cfg, frame))
 		}
-		promptStates = j.prompts.estimate(cfg, p)
+		promptStates = j.prompts.estimate(cfg, p, o.Device.KVElemBytes())
 		est.KV += promptStates
 	}
 	blocks, _ := quantSizes(o.Quantize, checkpointSpecs(o.MoshiWeight)) // --weights: the blocks are new RAM

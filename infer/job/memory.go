@@ -27,12 +27,13 @@ func (e Estimate) Total() int64 { return e.KV + e.Activations + e.Codec + e.Othe
 
 // EstimateMemory is the memory of batch conversations of at most positions
 // LM positions each (prompt phases and frames) with prefill rows in one
-// pass, on the model of cfg.
-func EstimateMemory(cfg *config.Config, batch, positions, prefill int) Estimate {
+// pass, on the model of cfg, the LM's KV cache storing kvElem bytes an
+// element (4: float32; 2: --kv-dtype bf16; DeviceOptions.KVElemBytes).
+func EstimateMemory(cfg *config.Config, batch, positions, prefill, kvElem int) Estimate {
 	l := &cfg.LM
 	positions = min(positions, l.Context)
 	e := Estimate{Batch: batch, Positions: positions}
-	e.KV = int64(batch) * 2 * int64(l.NumLayers) * int64(positions) * int64(l.Dim) * 4
+	e.KV = int64(batch) * 2 * int64(l.NumLayers) * int64(positions) * int64(l.Dim) * int64(kvElem)
 	hidden := int64(config.GatingHidden(l.Dim, l.DimFeedforward()))
 	perRow := (7*int64(l.Dim) + 2*hidden) * 4 // x, queue, qkv, att, o, norm; the gated hidden
 	rows := int64(prefill + batch)

@@ -10,15 +10,20 @@ import (
 )
 
 // The estimate's KV cache is what the rings hold at the conversations'
-// length (2 · layers · positions · dim float32 each), capped by the context;
-// a job beyond the machine's memory is refused with the numbers and advice.
+// length (2 · layers · positions · dim float32 each, or bf16 ones with
+// --kv-dtype bf16), capped by the context; a job beyond the machine's
+// memory is refused with the numbers and advice.
 func TestEstimateMemory(t *testing.T) {
 	cfg := config.Default()
-	e := EstimateMemory(cfg, 8, 1000, 500)
+	e := EstimateMemory(cfg, 8, 1000, 500, 4)
 	if want := int64(8 * 2 * 32 * 1000 * 4096 * 4); e.KV != want {
 		t.Fatalf("KV %d, want %d", e.KV, want)
 	}
-	if full := EstimateMemory(cfg, 1, 1<<20, 0); full.Positions != 3000 {
+	kv := DeviceOptions{KVDType: "bf16"}.KVElemBytes()
+	if b := EstimateMemory(cfg, 8, 1000, 500, kv); kv != 2 || b.KV != e.KV/2 || b.Codec != e.Codec || (DeviceOptions{}).KVElemBytes() != 4 {
+		t.Fatalf("--kv-dtype bf16: %d bytes an element, KV %d against %d, codec %d against %d", kv, b.KV, e.KV, b.Codec, e.Codec)
+	}
+	if full := EstimateMemory(cfg, 1, 1<<20, 0, 4); full.Positions != 3000 {
 		t.Fatalf("positions %d: not capped by the context", full.Positions)
 	}
 	if e.Activations <= 0 || e.Codec <= 0 || e.Total() != e.KV+e.Activations+e.Codec {
@@ -30,7 +35,7 @@ func TestEstimateMemory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not enough memory") || !strings.Contains(err.Error(), "use a smaller --batch-size") {
 		t.Fatalf("%v", err)
 	}
-	if err := checkMemory(EstimateMemory(cfg, 1, 10, 10), nopLog{}, ""); err != nil {
+	if err := checkMemory(EstimateMemory(cfg, 1, 10, 10, 4), nopLog{}, ""); err != nil {
 		t.Fatalf("a small job refused: %v", err)
 	}
 }

@@ -180,11 +180,11 @@ func promptCacheBytes(cfg *config.Config, entries int) int64 {
 
 // estimate is the memory the cache will likely hold: full, with states of
 // prompt phases of p positions (rings grown for them as nn grows them: 128
-// slots, or p + 1 beyond), within its byte bound.
-func (c *promptCache) estimate(cfg *config.Config, p int) int64 {
+// slots, or p + 1 beyond; kvElem bytes an element), within its byte bound.
+func (c *promptCache) estimate(cfg *config.Config, p, kvElem int) int64 {
 	l := &cfg.LM
 	slots := int64(min(max(l.Context, 1), max(128, p+1)))
-	return min(c.maxBytes, int64(c.maxEntries)*(2*4*int64(l.Dim)*int64(l.NumLayers)*slots+4<<10))
+	return min(c.maxBytes, int64(c.maxEntries)*(2*int64(kvElem)*int64(l.Dim)*int64(l.NumLayers)*slots+4<<10))
 }
 
 // openPromptCache is the job's prompt cache of o (nil: off).
