@@ -67,6 +67,8 @@ func unshare(r *backend.Ring) {
 		unshareData(r, d)
 	case *ring[uint16]:
 		unshareData(r, d)
+	default:
+		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
 	}
 }
 
@@ -111,6 +113,8 @@ func (c *CPU) GrowRing(r *backend.Ring, capacity int) {
 		r.Data = grown(r, d, capacity)
 	case *ring[uint16]:
 		r.Data = grown(r, d, capacity)
+	default:
+		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
 	}
 	r.Capacity = capacity
 }
@@ -201,6 +205,8 @@ func (c *CPU) FillRing(r *backend.Ring, n int) {
 			c.e.RoundBF16(d.k[j0:j0+m], kb[:m])
 			c.e.RoundBF16(d.v[j0:j0+m], vb[:m])
 		}
+	default:
+		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
 	}
 	r.End += n
 }
