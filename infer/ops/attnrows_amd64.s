@@ -32,13 +32,21 @@
 	IMULQ R9, R; \
 	ADDQ R8, R
 
-// DOT4_128 accumulates one 16-float chunk of q (ZQ), at byte offset OFF of
-// the rows R11, R12, R13, DX, into A0..A3.
-#define DOT4_128(OFF, ZQ, A0, A1, A2, A3) \
-	VFMADD231PS OFF(R11), ZQ, A0; \
-	VFMADD231PS OFF(R12), ZQ, A1; \
-	VFMADD231PS OFF(R13), ZQ, A2; \
-	VFMADD231PS OFF(DX), ZQ, A3
+// DOTROW_128 accumulates one row R of 128 floats against q (Z16-Z23):
+// lanes 0-15 into A (chunks 0, 2, 4, 6), 16-31 into B. A quad's four rows
+// run one after the other, each reading its 512 bytes in address order:
+// from memory (attention over a cache larger than L3) that streamed ~1.3x
+// faster on a Zen 4 than four rows' chunks interleaved. Each lane's chain
+// is the same, so are the bits.
+#define DOTROW_128(R, A, B) \
+	VFMADD231PS 0(R), Z16, A; \
+	VFMADD231PS 64(R), Z17, B; \
+	VFMADD231PS 128(R), Z18, A; \
+	VFMADD231PS 192(R), Z19, B; \
+	VFMADD231PS 256(R), Z20, A; \
+	VFMADD231PS 320(R), Z21, B; \
+	VFMADD231PS 384(R), Z22, A; \
+	VFMADD231PS 448(R), Z23, B
 
 #define ZERO8_512 \
 	VPXORD Z0, Z0, Z0; \
@@ -96,14 +104,10 @@ quad128:
 	ROWPTR(8, R13)
 	ROWPTR(12, DX)
 	ZERO8_512
-	DOT4_128(0, Z16, Z0, Z2, Z4, Z6)
-	DOT4_128(64, Z17, Z1, Z3, Z5, Z7)
-	DOT4_128(128, Z18, Z0, Z2, Z4, Z6)
-	DOT4_128(192, Z19, Z1, Z3, Z5, Z7)
-	DOT4_128(256, Z20, Z0, Z2, Z4, Z6)
-	DOT4_128(320, Z21, Z1, Z3, Z5, Z7)
-	DOT4_128(384, Z22, Z0, Z2, Z4, Z6)
-	DOT4_128(448, Z23, Z1, Z3, Z5, Z7)
+	DOTROW_128(R11, Z0, Z1)
+	DOTROW_128(R12, Z2, Z3)
+	DOTROW_128(R13, Z4, Z5)
+	DOTROW_128(DX, Z6, Z7)
 	HSUM4_512
 	ADDQ $16, DI
 	ADDQ $16, R10

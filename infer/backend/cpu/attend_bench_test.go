@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/backend"
@@ -45,6 +46,54 @@ func BenchmarkAttend(b *testing.B) {
 						s.Ring.End -= sh.rows // the same positions again
 					}
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkAttendKV is the 1.3B LM's Attend at B = 1 and 16, one row a
+// conversation, 320 positions held (a job's second half), over 16 layers'
+// rings in turn so that they come from memory as in a step, with float32
+// and with bf16 rings (Options.KVDType); GB/s counts the float32 bytes
+// the call attends (so that the two rows compare as speeds).
+// PP_OFFLINE_KERNEL=avx2 times another kernel variant.
+func BenchmarkAttendKV(b *testing.B) {
+	const heads, dh, capacity, filled, layers = 16, 128, 400, 320, 16
+	for _, kv := range []string{"f32", "bf16"} {
+		for _, B := range []int{1, 16} {
+			b.Run(fmt.Sprintf("kv=%s/B=%d", kv, B), func(b *testing.B) {
+				c, err := New(Options{KVDType: kv, Kernel: os.Getenv("PP_OFFLINE_KERNEL")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				D := heads * dh
+				seqs := make([][]backend.Seq, layers)
+				for l := range seqs {
+					seqs[l] = make([]backend.Seq, B)
+					for i := range seqs[l] {
+						r := c.NewRing(heads, dh, capacity)
+						c.FillRing(r, filled)
+						seqs[l][i] = backend.Seq{Ring: r, Rows: 1}
+					}
+				}
+				qkv, out := c.NewActs(B, 3*D), c.NewActs(B, D)
+				rng := rand.New(rand.NewPCG(1, 2))
+				for i, qd := 0, data(qkv); i < len(qd); i++ {
+					qd[i] = rng.Float32() - 0.5
+				}
+				b.ReportAllocs()
+				l := 0
+				for b.Loop() {
+					s := seqs[l%layers]
+					l++
+					c.Attend(out, qkv, s, 0, true)
+					for _, q := range s {
+						q.Ring.End-- // the same positions again
+					}
+				}
+				bytes := float64(B*heads*(filled+1)*dh*8) * float64(b.N)
+				b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
 		}
 	}
