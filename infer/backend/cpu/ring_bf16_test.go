@@ -16,16 +16,17 @@ import (
 // every ring operation a job uses (GrowRing, a snapshot's shared slots
 // after CopyRing from a read-only ring, wrapping, which unshares them,
 // Reset), stepwise and not, with a context mask, on every kernel variant;
-// and it holds half the bytes.
+// and it holds half the bytes. The largest shape is enough work for
+// Attend to split its units between the threads.
 func TestBF16RingIsRoundedF32Ring(t *testing.T) {
 	for _, k := range ops.KernelNames() {
-		for _, dh := range []int{40, 64} {
-			t.Run(fmt.Sprintf("%s/dh=%d", k, dh), func(t *testing.T) { checkBF16Ring(t, k, dh) })
+		for _, sh := range []struct{ heads, dh, seqs int }{{3, 40, 2}, {3, 64, 2}, {8, 128, 6}} {
+			t.Run(fmt.Sprintf("%s/%dx%d/seqs=%d", k, sh.heads, sh.dh, sh.seqs), func(t *testing.T) { checkBF16Ring(t, k, sh.heads, sh.dh, sh.seqs) })
 		}
 	}
 }
 
-func checkBF16Ring(t *testing.T, kernel string, dh int) {
+func checkBF16Ring(t *testing.T, kernel string, heads, dh, seqs int) {
 	f, err := New(Options{Threads: 2, Kernel: kernel})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +37,6 @@ func checkBF16Ring(t *testing.T, kernel string, dh int) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	const heads, seqs = 3, 2
 	D := heads * dh
 	rng := rand.New(rand.NewPCG(7, uint64(dh)))
 	type pair struct{ f, b *backend.Ring }
