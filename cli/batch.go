@@ -563,14 +563,14 @@ func (b *batchRun) modelIdentity(o job.Options) batchjob.Fingerprint {
 	}
 	return batchjob.Fingerprint{Version: versionString(), Model: batchjob.IdentifyFile(o.MoshiWeight),
 		Mimi: batchjob.IdentifyFile(o.MimiWeight), Tokenizer: batchjob.IdentifyFile(o.Tokenizer),
-		Config: batchjob.HashString(string(cfg)), Weights: o.Quantize, Compute: dtype, KV: kvFingerprint(o.Device.KVDType)}
+		Config: batchjob.HashString(string(cfg)), Weights: o.Quantize, Compute: dtype, KV: kvFingerprint(o.Device)}
 }
 
 // kvFingerprint is a fingerprint's KV field for --kv-dtype: "" for float32
 // (the default, and what fingerprints from before the flag mean), else
 // "bf16".
-func kvFingerprint(kv string) string {
-	if kv == "bf16" || kv == "bfloat16" {
+func kvFingerprint(d job.DeviceOptions) string {
+	if d.KVElemBytes() == 2 {
 		return "bf16"
 	}
 	return ""

@@ -136,8 +136,8 @@ func CheckDeviceOptions(o DeviceOptions) error {
 	if _, err := ops.ParseComputeDType(o.ComputeDType); o.ComputeDType != "" && err != nil {
 		return fmt.Errorf("--compute-dtype: %v", err)
 	}
-	if _, err := parseKVDType(o.KVDType); err != nil {
-		return err
+	if _, err := cpu.ParseKVDType(o.KVDType); err != nil {
+		return fmt.Errorf("--kv-dtype must be f32 or bf16, not %q", o.KVDType)
 	}
 	if o.Kernel != "" && !slices.Contains(ops.KernelNames(), o.Kernel) {
 		return fmt.Errorf("PP_OFFLINE_KERNEL=%s: unknown or unsupported here (have %s)", o.Kernel, strings.Join(ops.KernelNames(), ", "))
@@ -148,21 +148,10 @@ func CheckDeviceOptions(o DeviceOptions) error {
 // KVElemBytes is the bytes of one key or value element of the LM's KV
 // cache that o asks for: 2 with --kv-dtype bf16, else 4.
 func (o DeviceOptions) KVElemBytes() int {
-	if bf16, _ := parseKVDType(o.KVDType); bf16 {
+	if bf16, _ := cpu.ParseKVDType(o.KVDType); bf16 {
 		return 2
 	}
 	return 4
-}
-
-// parseKVDType reports whether name (--kv-dtype) asks for bf16 rings.
-func parseKVDType(name string) (bf16 bool, err error) {
-	switch name {
-	case "", "f32", "float32":
-		return false, nil
-	case "bf16", "bfloat16":
-		return true, nil
-	}
-	return false, fmt.Errorf("--kv-dtype must be f32 or bf16, not %q", name)
 }
 
 var deviceNames = map[string]DeviceKind{"": DeviceCPU, "cpu": DeviceCPU, "auto": DeviceCPU, "cuda": DeviceCUDA, "sim": DeviceSim}
@@ -256,7 +245,7 @@ func OpenDevice(o DeviceOptions, job JobShape, log Logger) (*Device, error) {
 		return nil, err
 	}
 	k := o.kind
-	kvBF16, _ := parseKVDType(o.KVDType) // checked by Resolve
+	kvBF16, _ := cpu.ParseKVDType(o.KVDType) // checked by Resolve
 	if kvBF16 && k == DeviceCUDA {
 		return nil, fmt.Errorf("--kv-dtype bf16 is for the CPU backend (the GPU's KV cache is float32): use --device cpu, or --kv-dtype f32")
 	}

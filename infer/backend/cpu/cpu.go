@@ -40,20 +40,29 @@ type CPU struct {
 
 // New makes a CPU backend with its own engine.
 func New(o Options) (*CPU, error) {
+	kvBF16, err := ParseKVDType(o.KVDType)
+	if err != nil {
+		return nil, err
+	}
 	e, err := ops.NewEngine(ops.EngineOptions{Threads: o.Threads, Kernel: o.Kernel, ComputeDType: o.ComputeDType})
 	if err != nil {
 		return nil, err
 	}
 	c := newCPU(e)
-	switch o.KVDType {
-	case "", "f32", "float32":
-	case "bf16", "bfloat16":
-		c.kvBF16 = true
-	default:
-		e.Close()
-		return nil, fmt.Errorf("cpu: unknown KV dtype %q (want f32 or bf16)", o.KVDType)
-	}
+	c.kvBF16 = kvBF16
 	return c, nil
+}
+
+// ParseKVDType reports whether name, an Options.KVDType ("" or "f32",
+// "float32"; "bf16", "bfloat16"), asks for bf16 rings.
+func ParseKVDType(name string) (bf16 bool, err error) {
+	switch name {
+	case "", "f32", "float32":
+		return false, nil
+	case "bf16", "bfloat16":
+		return true, nil
+	}
+	return false, fmt.Errorf("cpu: unknown KV dtype %q (want f32 or bf16)", name)
 }
 
 // newCPU is a backend on e, its parallel jobs' functions made once (so that

@@ -216,19 +216,28 @@ func (c *CPU) FillRing(r *backend.Ring, n int) {
 // in a bf16 ring.
 func writeHead(e *ops.Engine, r *backend.Ring, slot, hd int, k, v []float32) {
 	dh := r.Dh
-	if slot < sharedSlots(r) {
-		panic("cpu: a write into a ring's shared slot")
-	}
-	o := (hd*r.Capacity + slot) * dh
 	kh, vh := k[hd*dh:(hd+1)*dh], v[hd*dh:(hd+1)*dh]
 	switch d := r.Data.(type) {
 	case *ring[float32]:
+		o := d.slotAt(r, slot, hd)
 		copy(d.k[o:o+dh], kh)
 		copy(d.v[o:o+dh], vh)
 	case *ring[uint16]:
+		o := d.slotAt(r, slot, hd)
 		e.RoundBF16(d.k[o:o+dh], kh)
 		e.RoundBF16(d.v[o:o+dh], vh)
+	default:
+		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
 	}
+}
+
+// slotAt is the offset of head hd's row of slot in the ring's own storage,
+// which must not be a shared slot.
+func (d *ring[E]) slotAt(r *backend.Ring, slot, hd int) int {
+	if slot < d.np {
+		panic("cpu: a write into a ring's shared slot")
+	}
+	return (hd*r.Capacity + slot) * r.Dh
 }
 
 // attendHead computes head hd of softmax(q·kᵀ/√d + mask)·v over the valid
