@@ -122,10 +122,11 @@
 	ZTREE12B(Z0, Z8, Z16); \
 	VMOVUPS Z0, (R11)
 
-// ZLOAD24 / ZSTORE24 / ZZERO24: a 3 × 4 tile's 24 accumulators Z0-Z23
-// from / to the 24 × 16 floats at P (its state between column blocks), or
-// zeroed (the f32-mode tiles and the bf16 mode's).
-#define ZLOAD24(P) \
+// ZLOAD12 / ZSTORE12 / ZZERO12: accumulators Z0-Z11 from / to the 12 × 16
+// floats at P, or zeroed (a 3 × 2 tile's state between column blocks); the
+// 24 forms add Z12-Z23 at P + 768 (a 3 × 4 tile's: the f32-mode tiles and
+// the bf16 mode's).
+#define ZLOAD12(P) \
 	VMOVUPS 0(P), Z0; \
 	VMOVUPS 64(P), Z1; \
 	VMOVUPS 128(P), Z2; \
@@ -137,7 +138,9 @@
 	VMOVUPS 512(P), Z8; \
 	VMOVUPS 576(P), Z9; \
 	VMOVUPS 640(P), Z10; \
-	VMOVUPS 704(P), Z11; \
+	VMOVUPS 704(P), Z11
+
+#define ZLOAD12HI(P) \
 	VMOVUPS 768(P), Z12; \
 	VMOVUPS 832(P), Z13; \
 	VMOVUPS 896(P), Z14; \
@@ -151,7 +154,7 @@
 	VMOVUPS 1408(P), Z22; \
 	VMOVUPS 1472(P), Z23
 
-#define ZSTORE24(P) \
+#define ZSTORE12(P) \
 	VMOVUPS Z0, 0(P); \
 	VMOVUPS Z1, 64(P); \
 	VMOVUPS Z2, 128(P); \
@@ -163,7 +166,9 @@
 	VMOVUPS Z8, 512(P); \
 	VMOVUPS Z9, 576(P); \
 	VMOVUPS Z10, 640(P); \
-	VMOVUPS Z11, 704(P); \
+	VMOVUPS Z11, 704(P)
+
+#define ZSTORE12HI(P) \
 	VMOVUPS Z12, 768(P); \
 	VMOVUPS Z13, 832(P); \
 	VMOVUPS Z14, 896(P); \
@@ -177,7 +182,7 @@
 	VMOVUPS Z22, 1408(P); \
 	VMOVUPS Z23, 1472(P)
 
-#define ZZERO24 \
+#define ZZERO12 \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
 	VPXORD Z2, Z2, Z2; \
@@ -189,7 +194,9 @@
 	VPXORD Z8, Z8, Z8; \
 	VPXORD Z9, Z9, Z9; \
 	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
+	VPXORD Z11, Z11, Z11
+
+#define ZZERO12HI \
 	VPXORD Z12, Z12, Z12; \
 	VPXORD Z13, Z13, Z13; \
 	VPXORD Z14, Z14, Z14; \
@@ -202,3 +209,7 @@
 	VPXORD Z21, Z21, Z21; \
 	VPXORD Z22, Z22, Z22; \
 	VPXORD Z23, Z23, Z23
+
+#define ZLOAD24(P) ZLOAD12(P); ZLOAD12HI(P)
+#define ZSTORE24(P) ZSTORE12(P); ZSTORE12HI(P)
+#define ZZERO24 ZZERO12; ZZERO12HI
