@@ -80,10 +80,28 @@ type Backend interface {
 	// columns each); the keys and values of a group's rows are written into
 	// its ring, and each row attends over its ring with the reference's
 	// ring mask (RingPosition) and a span of context positions (0:
-	// unlimited). stepwise: row i sees the ring as after its own write (as
-	// if the rows ran one by one); else every row of the group is written
-	// first (a chunk, as the reference's forward of T positions).
-	Attend(out, qkv Acts, seqs []Seq, context int, stepwise bool)
+	// unlimited). A sequence's rows are written and attended group rows at
+	// a time, each row seeing the ring as after its group's writes, as if
+	// each group were a call of its own: Stepwise (1) is the rows one by
+	// one; Chunk (0) writes all of the sequence's rows first, as the
+	// reference's forward of T positions does; Mimi's transformers pass 2,
+	// the positions of one frame, to code several frames in one call.
+	Attend(out, qkv Acts, seqs []Seq, context, group int)
+}
+
+// Attend's groups (any other positive group is that many rows).
+const (
+	Chunk    = 0 // every row of a sequence written first
+	Stepwise = 1 // each row written just before its query
+)
+
+// GroupEnd is the ring's End that row i (of rows, written from end0)
+// attends at with the given group (Attend).
+func GroupEnd(end0, i, rows, group int) int {
+	if group <= 0 {
+		return end0 + rows
+	}
+	return end0 + min(rows, (i/group+1)*group)
 }
 
 // ZeroToken is the token whose embedding is an exact zero vector.

@@ -205,7 +205,7 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 	e.parts = parts
 	w.BeginPass()
 	t0 := time.Now()
-	e.m.Transformer.Forward(e.tsc, w, x, parts, true)
+	e.m.Transformer.Forward(e.tsc, w, x, parts, backend.Stepwise)
 	if s, ok := be.(backend.Syncer); e.stageSync && ok {
 		s.Sync()
 	}
@@ -266,7 +266,7 @@ func (e *Engine) pass(dec []*Gen, passRows int) {
 			be.MatMul(dx, h, st.In)
 			e.tables[0] = d.Table(j)
 			be.Embed(dx, e.tables[:], e.ids[:nh], true)
-			d.Tr.Forward(e.dsc, &st.Layers, dx, e.depParts[:nh], true)
+			d.Tr.Forward(e.dsc, &st.Layers, dx, e.depParts[:nh], backend.Stepwise)
 			be.MatMul(audio, dx, st.Linear)
 			w.ReleaseDepStep(j)
 			// Step j's logits of every conversation in one download.
@@ -305,7 +305,7 @@ func (e *Engine) flush(g *Gen) {
 	e.parts = append(e.parts[:0], nn.Part{State: g.ts, Rows: np})
 	t0 := time.Now()
 	e.w.BeginPass()
-	e.m.Transformer.Forward(e.tsc, e.w, x, e.parts, true)
+	e.m.Transformer.Forward(e.tsc, e.w, x, e.parts, backend.Stepwise)
 	e.w.EndPass()
 	g.stats.TemporalTime += time.Since(t0)
 	g.stats.PrefillSteps += np

@@ -43,7 +43,7 @@ func (hs *host) embedCodes(dst []float32, tokens []int) {
 // view of it) on x in place.
 func (hs *host) temporal(tr *nn.Transformer, sc *nn.Scratch, st *nn.TransformerState, x []float32) {
 	hs.be.Upload(hs.x, x)
-	tr.Forward(sc, tr, hs.x, []nn.Part{{State: st, Rows: 1}}, true)
+	tr.Forward(sc, tr, hs.x, []nn.Part{{State: st, Rows: 1}}, backend.Stepwise)
 	hs.be.Download(x, hs.x)
 }
 
@@ -88,7 +88,7 @@ func (hs *host) depStep(st *nn.TransformerState, j int, h []float32, prev int, i
 	if in != nil {
 		be.Download(in, hs.dx)
 	}
-	d.Tr.Forward(hs.dsc, &layerHook{Layers: &w.Layers, be: be, x: hs.dx, out: out}, hs.dx, []nn.Part{{State: st, Rows: 1}}, true)
+	d.Tr.Forward(hs.dsc, &layerHook{Layers: &w.Layers, be: be, x: hs.dx, out: out}, hs.dx, []nn.Part{{State: st, Rows: 1}}, backend.Stepwise)
 	be.MatMul(hs.audio, hs.dx, w.Linear)
 	be.Download(logits, hs.audio)
 }

@@ -348,7 +348,7 @@ func (r *trRunner) forward(stages []*trStage, xs [][]float32, T int) {
 	if p.inProj != nil {
 		be.MatMul(x, r.in.Slice(0, n), p.inProj)
 	}
-	p.tr.Forward(r.sc, p.tr, x, r.parts, false)
+	p.tr.Forward(r.sc, p.tr, x, r.parts, backend.Chunk)
 	y := x
 	if p.outProj != nil {
 		y = r.y.Slice(0, n)

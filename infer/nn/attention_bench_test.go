@@ -22,7 +22,7 @@ func BenchmarkAttentionFullRing(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r.End--
-				testBE.Attend(out, qkv, seqs, c.ctx, true)
+				testBE.Attend(out, qkv, seqs, c.ctx, backend.Stepwise)
 			}
 			b.ReportMetric(float64(testBE.Engine().Threads()), "threads")
 		})

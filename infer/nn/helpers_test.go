@@ -9,7 +9,7 @@ var testBE = cpu.Default()
 
 // fwd runs rows (host slices, updated in place) through tr as one part of
 // state st.
-func fwd(tr *Transformer, sc *Scratch, src LayerSource, st *TransformerState, rows [][]float32, stepwise bool) {
+func fwd(tr *Transformer, sc *Scratch, src LayerSource, st *TransformerState, rows [][]float32, group int) {
 	if len(rows) == 0 {
 		return
 	}
@@ -17,7 +17,7 @@ func fwd(tr *Transformer, sc *Scratch, src LayerSource, st *TransformerState, ro
 	for i, r := range rows {
 		testBE.Upload(x.Slice(i, i+1), r)
 	}
-	tr.Forward(sc, src, x, []Part{{State: st, Rows: len(rows)}}, stepwise)
+	tr.Forward(sc, src, x, []Part{{State: st, Rows: len(rows)}}, group)
 	for i, r := range rows {
 		testBE.Download(r, x.Slice(i, i+1))
 	}

@@ -83,14 +83,16 @@ func (sc *Scratch) ensure(t *Transformer, rows, parts int) {
 
 // Forward runs x (in place) through the transformer: its rows are the
 // parts' positions, in order. Each part's positions continue its state
-// (offset and KV rings). stepwise = false is the reference's forward of a
-// chunk of positions: every layer first writes the chunk's keys and values
-// into the ring, then each query attends with the causal/context mask.
-// stepwise = true gives exactly what running the rows one at a time would
-// (each position sees the ring as after its own write): the prompt prefill
-// and lockstep decoding of many conversations. Each row's result is
-// bit-identical whatever the other rows of the batch are.
-func (t *Transformer) Forward(sc *Scratch, src LayerSource, x backend.Acts, parts []Part, stepwise bool) {
+// (offset and KV rings). group is Attend's: backend.Chunk is the
+// reference's forward of a chunk of positions (every layer first writes
+// the chunk's keys and values into the ring, then each query attends with
+// the causal/context mask); backend.Stepwise gives exactly what running
+// the rows one at a time would (each position sees the ring as after its
+// own write): the prompt prefill and lockstep decoding of many
+// conversations; a group of g rows, what running them g at a time as
+// chunks would (Mimi: several frames of two positions). Each row's result
+// is bit-identical whatever the other rows of the batch are.
+func (t *Transformer) Forward(sc *Scratch, src LayerSource, x backend.Acts, parts []Part, group int) {
 	T := x.Rows
 	if T == 0 {
 		return
@@ -128,7 +130,7 @@ func (t *Transformer) Forward(sc *Scratch, src LayerSource, x backend.Acts, part
 		for k, p := range parts {
 			seqs[k] = backend.Seq{Ring: p.State.Rings[li], Rows: p.Rows}
 		}
-		be.Attend(att, qkv, seqs, t.Cfg.Context, stepwise)
+		be.Attend(att, qkv, seqs, t.Cfg.Context, group)
 		be.MatMul(o, att, l.OutProj)
 		be.AddScaled(x, o, l.Scale1)
 		// Feed-forward block.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
 
@@ -71,11 +72,11 @@ func TestForwardFromSource(t *testing.T) {
 	a, b := tr.NewState(testBE), tr.NewState(testBE)
 	sc := tr.NewScratch(testBE)
 	x, y := rows(40), rows(40)
-	fwd(tr, sc, tr, a, x[:7], true)
-	fwd(tr, sc, src, b, y[:7], true)
+	fwd(tr, sc, tr, a, x[:7], backend.Stepwise)
+	fwd(tr, sc, src, b, y[:7], backend.Stepwise)
 	for i := 7; i < 40; i += 3 {
-		fwd(tr, sc, tr, a, x[i:min(i+3, 40)], false)
-		fwd(tr, sc, src, b, y[i:min(i+3, 40)], false)
+		fwd(tr, sc, tr, a, x[i:min(i+3, 40)], backend.Chunk)
+		fwd(tr, sc, src, b, y[i:min(i+3, 40)], backend.Chunk)
 	}
 	for i := range x {
 		for c := range x[i] {

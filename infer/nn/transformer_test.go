@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
@@ -53,7 +54,7 @@ func TestMimiEncoderTransformerParity(t *testing.T) {
 				rows[i][c] = x[c*T+f+i]
 			}
 		}
-		fwd(tr, sc, tr, st, rows, false)
+		fwd(tr, sc, tr, st, rows, backend.Chunk)
 		for i := range rows {
 			for c := 0; c < C; c++ {
 				maxErr = math.Max(maxErr, math.Abs(float64(rows[i][c]-w[c*T+f+i])))
@@ -84,9 +85,9 @@ func TestForwardStepsEqualsSteps(t *testing.T) {
 		}
 	}
 	for i := range rowsA {
-		fwd(tr, sc, tr, a, rowsA[i:i+1], false)
+		fwd(tr, sc, tr, a, rowsA[i:i+1], backend.Chunk)
 	}
-	fwd(tr, sc, tr, b, rowsB, true)
+	fwd(tr, sc, tr, b, rowsB, backend.Stepwise)
 	for i := range rowsA {
 		for c := range rowsA[i] {
 			if d := math.Abs(float64(rowsA[i][c] - rowsB[i][c])); d > 1e-6 {
@@ -133,8 +134,8 @@ func TestReserveChangesNoOutput(t *testing.T) {
 				a[c] = float32(math.Sin(float64(i*32+c) * 0.37))
 				b[c] = a[c]
 			}
-			fwd(tr, sc, tr, grown, [][]float32{a}, false)
-			fwd(tr, sc, tr, reserved, [][]float32{b}, false)
+			fwd(tr, sc, tr, grown, [][]float32{a}, backend.Chunk)
+			fwd(tr, sc, tr, reserved, [][]float32{b}, backend.Chunk)
 			for c := range a {
 				if math.Float32bits(a[c]) != math.Float32bits(b[c]) {
 					t.Fatalf("n %d, position %d col %d: %g grown, %g reserved", n, i, c, a[c], b[c])

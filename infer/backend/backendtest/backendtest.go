@@ -264,13 +264,14 @@ func (c *checker) embed(t *testing.T) {
 }
 
 // attend: sequences of different histories in one call equal each alone;
-// stepwise equals one row at a time; a ring grown on the way equals one
+// a group of rows equals its groups run one after another as chunks (so
+// stepwise equals one row at a time); a ring grown on the way equals one
 // allocated at full size; the reference's ring mask when it wraps.
 func (c *checker) attend(t *testing.T) {
 	const H, dh, ctx = 4, 16, 24
 	D := H * dh
-	hist := []int{0, 5, 23, 40} // positions already in each sequence's ring (40 > ctx: wrapped)
-	rows := []int{1, 3, 1, 2}
+	hist := []int{0, 5, 23, 40, 27} // positions already in each sequence's ring (40 > ctx: wrapped)
+	rows := []int{1, 3, 1, 2, 7}
 	n := 0
 	for _, r := range rows {
 		n += r
@@ -291,13 +292,13 @@ func (c *checker) attend(t *testing.T) {
 				if r.Capacity < ctx && p+1 >= r.Capacity {
 					be.GrowRing(r, min(ctx, 2*r.Capacity))
 				}
-				be.Attend(out, acts(be, 1, 3*D, prefill[i][p*3*D:(p+1)*3*D]), []backend.Seq{{Ring: r, Rows: 1}}, ctx, true)
+				be.Attend(out, acts(be, 1, 3*D, prefill[i][p*3*D:(p+1)*3*D]), []backend.Seq{{Ring: r, Rows: 1}}, ctx, backend.Stepwise)
 			}
 			rs = append(rs, r)
 		}
 		return rs
 	}
-	batched := func(be backend.Backend, rs []*backend.Ring, stepwise bool) []float32 {
+	batched := func(be backend.Backend, rs []*backend.Ring, group int) []float32 {
 		var seqs []backend.Seq
 		for i, r := range rs {
 			if r.Capacity < ctx && r.End+rows[i] >= r.Capacity {
@@ -306,31 +307,29 @@ func (c *checker) attend(t *testing.T) {
 			seqs = append(seqs, backend.Seq{Ring: r, Rows: rows[i]})
 		}
 		out := be.NewActs(n, D)
-		be.Attend(out, acts(be, n, 3*D, qkv), seqs, ctx, stepwise)
+		be.Attend(out, acts(be, n, 3*D, qkv), seqs, ctx, group)
 		return download(be, out)
 	}
-	for _, stepwise := range []bool{true, false} {
-		got := batched(c.be, rings(c.be, ctx), stepwise)
-		c.same(t, fmt.Sprintf("attend stepwise=%v", stepwise), got, batched(c.ref, rings(c.ref, ctx), stepwise))
-		if g := batched(c.be, rings(c.be, 2), stepwise); !bitsEqual(g, got) {
-			t.Fatalf("stepwise=%v: rings grown from capacity 2 give other results than full-size rings", stepwise)
+	for _, group := range []int{backend.Stepwise, backend.Chunk, 2, 3} {
+		got := batched(c.be, rings(c.be, ctx), group)
+		c.same(t, fmt.Sprintf("attend group %d", group), got, batched(c.ref, rings(c.ref, ctx), group))
+		if g := batched(c.be, rings(c.be, 2), group); !bitsEqual(g, got) {
+			t.Fatalf("group %d: rings grown from capacity 2 give other results than full-size rings", group)
 		}
-		// Each sequence alone (and, stepwise, each row alone).
+		// Each sequence alone, its groups one call each.
 		r0 := 0
 		rs := rings(c.be, ctx)
 		for i, r := range rs {
-			for k := 0; k < rows[i]; k++ {
-				if !stepwise && k > 0 {
-					break
-				}
-				m := 1
-				if !stepwise {
-					m = rows[i]
-				}
-				out := c.be.NewActs(m, D)
-				c.be.Attend(out, acts(c.be, m, 3*D, qkv[(r0+k)*3*D:(r0+k+m)*3*D]), []backend.Seq{{Ring: r, Rows: m}}, ctx, stepwise)
-				if !bitsEqual(download(c.be, out), got[(r0+k)*D:(r0+k+m)*D]) {
-					t.Fatalf("stepwise=%v: sequence %d row %d differs from its attention alone", stepwise, i, k)
+			m := group
+			if m <= 0 {
+				m = rows[i]
+			}
+			for k := 0; k < rows[i]; k += m {
+				g := min(m, rows[i]-k)
+				out := c.be.NewActs(g, D)
+				c.be.Attend(out, acts(c.be, g, 3*D, qkv[(r0+k)*3*D:(r0+k+g)*3*D]), []backend.Seq{{Ring: r, Rows: g}}, ctx, backend.Chunk)
+				if !bitsEqual(download(c.be, out), got[(r0+k)*D:(r0+k+g)*D]) {
+					t.Fatalf("group %d: sequence %d rows %d..%d differ from their chunk alone", group, i, k, k+g-1)
 				}
 			}
 			r0 += rows[i]

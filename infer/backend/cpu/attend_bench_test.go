@@ -18,10 +18,10 @@ func BenchmarkAttend(b *testing.B) {
 		name                        string
 		heads, dh, capacity, filled int
 		rows                        int
-		stepwise                    bool
+		group                       int
 	}{
-		{"lm", 16, 128, 300, 250, 1, true},
-		{"mimi", 8, 64, 250, 200, 2, false},
+		{"lm", 16, 128, 300, 250, 1, backend.Stepwise},
+		{"mimi", 8, 64, 250, 200, 2, backend.Chunk},
 	} {
 		for _, B := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/B=%d", sh.name, B), func(b *testing.B) {
@@ -41,7 +41,7 @@ func BenchmarkAttend(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					c.Attend(out, qkv, seqs, 0, sh.stepwise)
+					c.Attend(out, qkv, seqs, 0, sh.group)
 					for _, s := range seqs {
 						s.Ring.End -= sh.rows // the same positions again
 					}
@@ -87,7 +87,7 @@ func BenchmarkAttendKV(b *testing.B) {
 				for b.Loop() {
 					s := seqs[l%layers]
 					l++
-					c.Attend(out, qkv, s, 0, true)
+					c.Attend(out, qkv, s, 0, backend.Stepwise)
 					for _, q := range s {
 						q.Ring.End-- // the same positions again
 					}

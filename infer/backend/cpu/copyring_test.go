@@ -100,7 +100,7 @@ func TestCopyRingSharesReadOnly(t *testing.T) {
 	step := func(r *backend.Ring, rows int, qkv []float32) []float32 {
 		out, in := c.NewActs(rows, D), c.NewActs(rows, 3*D)
 		c.Upload(in, qkv)
-		c.Attend(out, in, []backend.Seq{{Ring: r, Rows: rows}}, 0, true)
+		c.Attend(out, in, []backend.Seq{{Ring: r, Rows: rows}}, 0, backend.Stepwise)
 		got := make([]float32, rows*D)
 		c.Download(got, out)
 		return got

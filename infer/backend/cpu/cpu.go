@@ -333,19 +333,19 @@ func (c *CPU) Embed(dst backend.Acts, tables []*backend.Weight, ids []int, accum
 
 // Attend implements backend.Backend. The work is split into one unit per
 // (sequence, head): a unit writes its head's keys and values of the
-// sequence's rows into the ring (all of them first, or each just before its
-// query when stepwise) and computes that head of every row's query in row
-// order. Heads never read each other's part of a ring, so the units run on
+// sequence's rows into the ring, a group of rows just before their queries
+// (all of them first for Chunk), and computes that head of every row's
+// query in row order. Heads never read each other's part of a ring, so the units run on
 // the engine's threads in any order with the results of running the rows
 // one by one, and the first touches of fresh ring pages (page faults,
 // costly on some VMs) are spread over the threads too.
-func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, stepwise bool) {
+func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context, group int) {
 	D := out.Cols
 	if qkv.Cols != 3*D || qkv.Rows != out.Rows {
 		panic(fmt.Sprintf("cpu: Attend: qkv %d×%d, out %d×%d", qkv.Rows, qkv.Cols, out.Rows, out.Cols))
 	}
 	j := &c.att
-	j.qd, j.od, j.qkv, j.out, j.stepwise = data(qkv), data(out), qkv, out, stepwise
+	j.qd, j.od, j.qkv, j.out, j.group = data(qkv), data(out), qkv, out, group
 	j.units, j.maxCap = j.units[:0], 0
 	rows := 0
 	for _, s := range seqs {
@@ -374,12 +374,8 @@ func (c *CPU) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, ste
 			unshare(r) // these rows write into shared slots (a reset ring, or wrapping)
 		}
 		for i := 0; i < s.Rows; i++ {
-			end := r.End + s.Rows
-			if stepwise {
-				end = r.End + i + 1
-			}
 			o := (r0 + i) * j.maxCap
-			v := visibleSlots(j.valid[o:o:o+j.maxCap], r, end, r.End+i, context)
+			v := visibleSlots(j.valid[o:o:o+j.maxCap], r, backend.GroupEnd(r.End, i, s.Rows, group), r.End+i, context)
 			j.nvalid = append(j.nvalid, len(v))
 			work += len(v) * D
 		}
@@ -452,7 +448,7 @@ type attnJob struct {
 	c        *CPU
 	qd, od   []float32
 	qkv, out backend.Acts
-	stepwise bool
+	group    int // Attend's
 	units    []attnUnit
 	maxCap   int
 	valid    []int32   // [row][maxCap]: the slots row's query attends to, in slot order
@@ -477,17 +473,14 @@ func (j *attnJob) run(u int) {
 	un := &j.units[u]
 	r, D := un.r, j.out.Cols
 	scores := j.scores[u*j.maxCap : (u+1)*j.maxCap]
-	if !j.stepwise {
-		for i := 0; i < un.rows; i++ {
-			row := rowOf(j.qd, j.qkv, un.row0+i)
-			writeHead(j.c.e, r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
-		}
-	}
+	written := 0
 	for i := 0; i < un.rows; i++ {
-		row := rowOf(j.qd, j.qkv, un.row0+i)
-		if j.stepwise {
-			writeHead(j.c.e, r, (un.end0+i)%r.Capacity, un.hd, row[D:2*D], row[2*D:])
+		// This row's group's keys and values, before its first query.
+		for end := backend.GroupEnd(un.end0, i, un.rows, j.group) - un.end0; written < end; written++ {
+			w := rowOf(j.qd, j.qkv, un.row0+written)
+			writeHead(j.c.e, r, (un.end0+written)%r.Capacity, un.hd, w[D:2*D], w[2*D:])
 		}
+		row := rowOf(j.qd, j.qkv, un.row0+i)
 		o := (un.row0 + i) * j.maxCap
 		valid := j.valid[o : o+j.nvalid[un.row0+i]]
 		attendHead(j.c.e, r, un.hd, row[:D], rowOf(j.od, j.out, un.row0+i), valid, scores)

@@ -49,7 +49,7 @@ func checkBF16Ring(t *testing.T, kernel string, heads, dh, seqs int) {
 	}
 	step := 0
 	// attend runs rows rows of each sequence on both backends and compares.
-	attend := func(rows, context int, stepwise bool) {
+	attend := func(rows, context, group int) {
 		t.Helper()
 		n := rows * seqs
 		qf, qb := f.NewActs(n, 3*D), b.NewActs(n, 3*D)
@@ -70,11 +70,11 @@ func checkBF16Ring(t *testing.T, kernel string, heads, dh, seqs int) {
 		for i, p := range rings {
 			sf[i], sb[i] = backend.Seq{Ring: p.f, Rows: rows}, backend.Seq{Ring: p.b, Rows: rows}
 		}
-		f.Attend(of, qf, sf, context, stepwise)
-		b.Attend(ob, qb, sb, context, stepwise)
+		f.Attend(of, qf, sf, context, group)
+		b.Attend(ob, qb, sb, context, group)
 		for i, v := range data(ob) {
 			if w := data(of)[i]; math.Float32bits(v) != math.Float32bits(w) {
-				t.Fatalf("step %d (%d rows, context %d, stepwise %v): output %d = %08x, the float32 ring's %08x", step, rows, context, stepwise, i, math.Float32bits(v), math.Float32bits(w))
+				t.Fatalf("step %d (%d rows, context %d, group %d): output %d = %08x, the float32 ring's %08x", step, rows, context, group, i, math.Float32bits(v), math.Float32bits(w))
 			}
 		}
 		step++
@@ -95,15 +95,15 @@ func checkBF16Ring(t *testing.T, kernel string, heads, dh, seqs int) {
 		}
 	}
 
-	attend(5, 0, false) // a prompt's rows at once
+	attend(5, 0, backend.Chunk) // a prompt's rows at once
 	for range 6 {
-		attend(1, 0, true)
+		attend(1, 0, backend.Stepwise)
 	}
 	f.GrowRing(rings[0].f, 40)
 	b.GrowRing(rings[0].b, 40)
 	f.GrowRing(rings[1].f, 40)
 	b.GrowRing(rings[1].b, 40)
-	attend(2, 9, true)
+	attend(2, 9, backend.Stepwise)
 	sameKV("after GrowRing")
 
 	// A snapshot restored into fresh rings: the positions are read from
@@ -126,7 +126,7 @@ func checkBF16Ring(t *testing.T, kernel string, heads, dh, seqs int) {
 			f.GrowRing(rings[1].f, 48)
 			b.GrowRing(rings[1].b, 48)
 		}
-		attend(1, 0, true)
+		attend(1, 0, backend.Stepwise)
 	}
 	if sharedSlots(rings[1].b) == 0 || sharedSlots(rings[1].f) != sharedSlots(rings[1].b) {
 		t.Fatalf("the grown ring shares %d slots (the float32 one %d)", sharedSlots(rings[1].b), sharedSlots(rings[1].f))
@@ -135,12 +135,14 @@ func checkBF16Ring(t *testing.T, kernel string, heads, dh, seqs int) {
 		t.Fatalf("%d slots still shared after wrapping", sharedSlots(rings[0].b))
 	}
 	sameKV("after wrapping")
+	attend(6, 20, 2) // three frames of two positions each, in wrapped rings
+	sameKV("after groups of two")
 	for _, p := range rings {
 		p.f.Reset()
 		p.b.Reset()
 	}
-	attend(3, 0, false)
-	attend(1, 2, true)
+	attend(3, 0, backend.Chunk)
+	attend(1, 2, backend.Stepwise)
 	sameKV("after Reset")
 }
 

@@ -847,10 +847,11 @@ type ringRow struct {
 }
 
 // Attend implements backend.Backend. Chunk mode: one launch writes every
-// row's key and value, one computes every row's attention. Stepwise: the
-// rows of a group are taken one index at a time across the groups (write
-// row i of every group, then attend it), as if they ran one by one.
-func (c *CUDA) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, stepwise bool) {
+// row's key and value, one computes every row's attention. Groups of rows
+// (Stepwise: one): the rows of a sequence are taken a group at a time
+// across the sequences (write group k of every sequence, then attend it),
+// as if the groups ran one by one.
+func (c *CUDA) Attend(out, qkv backend.Acts, seqs []backend.Seq, context, group int) {
 	D := out.Cols
 	if qkv.Cols != 3*D || qkv.Rows != out.Rows {
 		panic(fmt.Sprintf("cuda: Attend: qkv %d×%d, out %d×%d", qkv.Rows, qkv.Cols, out.Rows, out.Cols))
@@ -862,6 +863,10 @@ func (c *CUDA) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, st
 		if s.Ring.Heads*s.Ring.Dh != D {
 			panic(fmt.Sprintf("cuda: Attend: ring of %d×%d for rows of %d", s.Ring.Heads, s.Ring.Dh, D))
 		}
+		if group > 0 && min(group, s.Rows) > s.Ring.Capacity {
+			// One launch writes a group: its rows need slots of their own.
+			panic(fmt.Sprintf("cuda: Attend: a group of %d rows in a ring of %d", group, s.Ring.Capacity))
+		}
 		heads, dh = s.Ring.Heads, s.Ring.Dh
 		total += s.Rows
 		most = max(most, s.Rows)
@@ -872,7 +877,11 @@ func (c *CUDA) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, st
 	if total == 0 {
 		return
 	}
-	if !stepwise {
+	end0 := make([]int, len(seqs))
+	for i, s := range seqs {
+		end0[i] = s.Ring.End
+	}
+	if group <= 0 {
 		// Writes in row order; a group of more rows than its ring holds is
 		// written one row at a time (later rows overwrite earlier ones, as
 		// on the CPU).
@@ -880,29 +889,21 @@ func (c *CUDA) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, st
 		for _, s := range seqs {
 			wrapped = wrapped || s.Rows > s.Ring.Capacity
 		}
-		end0 := make([]int, len(seqs))
-		for i, s := range seqs {
-			end0[i] = s.Ring.End
-		}
 		if wrapped {
 			for k := 0; k < most; k++ {
-				c.attendPhase(out, qkv, seqs, end0, k, k+1, context, true, false, heads, dh)
+				c.attendPhase(out, qkv, seqs, end0, k, k+1, context, true, false, heads, dh, group)
 			}
 		} else {
-			c.attendPhase(out, qkv, seqs, end0, 0, most, context, true, false, heads, dh)
+			c.attendPhase(out, qkv, seqs, end0, 0, most, context, true, false, heads, dh, group)
 		}
 		for i, s := range seqs {
 			s.Ring.End = end0[i] + s.Rows
 		}
-		c.attendPhase(out, qkv, seqs, end0, 0, most, context, false, true, heads, dh)
+		c.attendPhase(out, qkv, seqs, end0, 0, most, context, false, true, heads, dh, group)
 		return
 	}
-	end0 := make([]int, len(seqs))
-	for i, s := range seqs {
-		end0[i] = s.Ring.End
-	}
-	for k := 0; k < most; k++ {
-		c.attendPhase(out, qkv, seqs, end0, k, k+1, context, true, true, heads, dh)
+	for k := 0; k < most; k += group {
+		c.attendPhase(out, qkv, seqs, end0, k, k+group, context, true, true, heads, dh, group)
 	}
 	for i, s := range seqs {
 		s.Ring.End = end0[i] + s.Rows
@@ -910,9 +911,9 @@ func (c *CUDA) Attend(out, qkv backend.Acts, seqs []backend.Seq, context int, st
 }
 
 // attendPhase writes (write) and/or attends (attend) rows [k0, k1) of every
-// group. Stepwise (k1 = k0+1 with both) a row sees the ring after its own
-// write; in chunk mode the attend phase sees every row's write (End final).
-func (c *CUDA) attendPhase(out, qkv backend.Acts, seqs []backend.Seq, end0 []int, k0, k1, context int, write, attend bool, heads, dh int) {
+// sequence; a row attends over the ring as after its group's writes
+// (backend.GroupEnd: in chunk mode, every row's).
+func (c *CUDA) attendPhase(out, qkv backend.Acts, seqs []backend.Seq, end0 []int, k0, k1, context int, write, attend bool, heads, dh, group int) {
 	var rows []ringRow
 	var rowIdx []int
 	capMax := 0
@@ -920,10 +921,7 @@ func (c *CUDA) attendPhase(out, qkv backend.Acts, seqs []backend.Seq, end0 []int
 	for i, s := range seqs {
 		d := ringOf(s.Ring)
 		for k := k0; k < min(k1, s.Rows); k++ {
-			end := end0[i] + k + 1 // after this row's write (stepwise)
-			if !write || !attend {
-				end = end0[i] + s.Rows // chunk: every row written
-			}
+			end := backend.GroupEnd(end0[i], k, s.Rows, group)
 			rows = append(rows, ringRow{k: uint64(d.k.p), v: uint64(d.v.p), capacity: int32(s.Ring.Capacity),
 				end: int32(end), q: int32(end0[i] + k), slot: int32((end0[i] + k) % s.Ring.Capacity)})
 			rowIdx = append(rowIdx, r0+k)

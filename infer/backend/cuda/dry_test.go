@@ -68,12 +68,12 @@ func TestDryOps(t *testing.T) {
 			if p+1 >= rings[0].Capacity {
 				be.GrowRing(rings[0], min(ctx, 2*rings[0].Capacity))
 			}
-			be.Attend(be.NewActs(1, H*dh), be.NewActs(1, 3*H*dh), []backend.Seq{{Ring: rings[0], Rows: 1}}, ctx, true)
+			be.Attend(be.NewActs(1, H*dh), be.NewActs(1, 3*H*dh), []backend.Seq{{Ring: rings[0], Rows: 1}}, ctx, backend.Stepwise)
 		}
 		be.FillRing(rings[1], 30)
-		for _, stepwise := range []bool{true, false} {
-			seqs := []backend.Seq{{Ring: rings[0], Rows: 3}, {Ring: rings[1], Rows: 1}, {Ring: rings[2], Rows: 4}} // 4 > capacity 3: written row by row
-			be.Attend(be.NewActs(8, H*dh), be.NewActs(8, 3*H*dh), seqs, ctx, stepwise)
+		for _, group := range []int{backend.Stepwise, backend.Chunk, 2} {
+			seqs := []backend.Seq{{Ring: rings[0], Rows: 3}, {Ring: rings[1], Rows: 1}, {Ring: rings[2], Rows: 4}} // 4 > capacity 3: in chunks written row by row
+			be.Attend(be.NewActs(8, H*dh), be.NewActs(8, 3*H*dh), seqs, ctx, group)
 		}
 		cp := be.NewRing(H, dh, 1)
 		be.CopyRing(cp, rings[1])
