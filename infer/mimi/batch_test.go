@@ -76,25 +76,33 @@ func runBatched(m *Model, s batchSchedule, seed int64) []streamRun {
 			}
 		}
 		r.Shuffle(len(active), func(a, c int) { active[a], active[c] = active[c], active[a] })
-		var es []*Encoder
-		var ds []*Decoder
-		var in [][]float32
-		for _, i := range active {
+		in := make([][]float32, len(active))
+		for n, i := range active {
 			k := f - s.join[i]
-			es, ds, in = append(es, encs[i]), append(ds, decs[i]), append(in, sigs[i][k*fs:(k+1)*fs])
+			in[n] = sigs[i][k*fs : (k+1)*fs]
 		}
-		codes, out := make([][]int, len(es)), make([][]float32, len(ds))
-		b.Encode(es, in, codes)
-		for n, i := range active {
-			runs[i].codes = append(runs[i].codes, codes[n]...)
-			runs[i].latent = append(runs[i].latent, encs[i].Latent()...)
-		}
-		b.Decode(ds, codes, out)
-		for n, i := range active {
-			runs[i].pcm = append(runs[i].pcm, out[n]...)
-		}
+		codeCall(b, active, encs, decs, in, runs)
 	}
 	return runs
+}
+
+// codeCall encodes in[n] with the encoder of stream active[n] and decodes
+// the codes with its decoder, in one Batch call each, appending to runs.
+func codeCall(b *Batch, active []int, encs []*Encoder, decs []*Decoder, in [][]float32, runs []streamRun) {
+	es, ds := make([]*Encoder, len(active)), make([]*Decoder, len(active))
+	for n, i := range active {
+		es[n], ds[n] = encs[i], decs[i]
+	}
+	codes, out := make([][]int, len(es)), make([][]float32, len(ds))
+	b.Encode(es, in, codes)
+	for n, i := range active {
+		runs[i].codes = append(runs[i].codes, codes[n]...)
+		runs[i].latent = append(runs[i].latent, encs[i].Latent()...)
+	}
+	b.Decode(ds, codes, out)
+	for n, i := range active {
+		runs[i].pcm = append(runs[i].pcm, out[n]...)
+	}
 }
 
 func sameRun(t *testing.T, what string, got, want streamRun) {
@@ -186,5 +194,115 @@ func TestBatchNoAllocationsPerFrame(t *testing.T) {
 	step()
 	if n := testing.AllocsPerRun(10, step); n != 0 {
 		t.Errorf("%v allocations per batched frame", n)
+	}
+}
+
+// runChunked codes the streams through one Batch, every call taking a
+// chunk of several frames of each stream: stream i's chunks are the sizes
+// of chunks[i] in turn (a stream with none left sits the call out), the
+// streams of a call in a shuffled order; a batch of one runs the stream's
+// own path.
+func runChunked(m *Model, chunks [][]int, seed int64) []streamRun {
+	B := len(chunks)
+	runs := make([]streamRun, B)
+	encs, decs := make([]*Encoder, B), make([]*Decoder, B)
+	sigs, at := make([][]float32, B), make([]int, B)
+	fs := m.FrameSize()
+	for i, c := range chunks {
+		encs[i], decs[i] = m.NewEncoder(), m.NewDecoder()
+		n := 0
+		for _, k := range c {
+			n += k
+		}
+		sigs[i] = streamSignal(i, n*fs)
+	}
+	b := m.NewBatch()
+	r := rand.New(rand.NewSource(seed))
+	for call := 0; ; call++ {
+		var active []int
+		for i, c := range chunks {
+			if call < len(c) {
+				active = append(active, i)
+			}
+		}
+		if len(active) == 0 {
+			return runs
+		}
+		r.Shuffle(len(active), func(a, c int) { active[a], active[c] = active[c], active[a] })
+		in := make([][]float32, len(active))
+		for n, i := range active {
+			k := chunks[i][call]
+			in[n] = sigs[i][at[i]*fs : (at[i]+k)*fs]
+			at[i] += k
+		}
+		codeCall(b, active, encs, decs, in, runs)
+	}
+}
+
+// Several frames of a stream coded in one call (Encoder.Encode,
+// Decoder.Decode, a Batch's streams bringing chunks of different sizes)
+// give exactly the codes, latents and samples of coding the frames one by
+// one: on the tiny model past its transformers' 32-position context (the
+// rings wrap inside chunks), alone and batched, and at the real Mimi's
+// size under every SIMD kernel variant.
+func TestChunkedFramesMatchFrameByFrame(t *testing.T) {
+	tiny := tinyModel(t)
+	chunks := [][]int{
+		{1, 5, 16, 3, 7, 1, 2, 9},
+		{16, 16, 8},
+		{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
+		{40},
+		{3},
+	}
+	frames := func(c []int) int {
+		n := 0
+		for _, k := range c {
+			n += k
+		}
+		return n
+	}
+	var alone []streamRun
+	for i, c := range chunks {
+		alone = append(alone, runAlone(tiny, i, frames(c)))
+		if i == 0 { // the stream on its own: Encoder.Encode / Decoder.Decode
+			var got streamRun
+			e, d := tiny.NewEncoder(), tiny.NewDecoder()
+			sig, fs, at := streamSignal(i, frames(c)*tiny.FrameSize()), tiny.FrameSize(), 0
+			for _, k := range c {
+				codes := e.Encode(sig[at*fs : (at+k)*fs])
+				got.codes = append(got.codes, codes...)
+				got.latent = append(got.latent, e.Latent()...)
+				got.pcm = append(got.pcm, d.Decode(codes)...)
+				at += k
+			}
+			sameRun(t, "tiny model, one stream's chunks", got, alone[i])
+		}
+	}
+	for i, r := range runChunked(tiny, chunks, 1) {
+		sameRun(t, fmt.Sprintf("tiny model, stream %d of a batch of chunks", i), r, alone[i])
+	}
+	if testing.Short() {
+		t.Skip("real-size model")
+	}
+	real := realRandomModel(t)
+	chunks = [][]int{{3, 1, 2}, {1, 4, 1}, {6}}
+	alone = alone[:0]
+	for i, c := range chunks {
+		alone = append(alone, runAlone(real, i, frames(c)))
+	}
+	for _, k := range ops.KernelNames() {
+		if k == "portable" {
+			continue // slow at this size; the tiny model's runs above use the default kernel
+		}
+		c, err := cpu.New(cpu.Options{Kernel: k, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := real.WithCompute(c, c.Engine())
+		for i, r := range runChunked(m, chunks, 2) {
+			sameRun(t, fmt.Sprintf("kernel %s, stream %d of a batch of chunks", k, i), r, alone[i])
+		}
+		sameRun(t, fmt.Sprintf("kernel %s, stream 0 alone in chunks", k), runChunked(m, [][]int{{2, 4}}, 3)[0], alone[0])
+		c.Close()
 	}
 }

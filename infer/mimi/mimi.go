@@ -8,9 +8,13 @@
 // Everything runs in streaming mode exactly as offline.py drives it: one
 // frame (FrameSize() samples, 80 ms) per EncodeFrame call giving
 // NumCodebooks codes, one frame of codes per DecodeFrame call giving
-// FrameSize() samples. The streaming state lives in Encoder/Decoder values
-// (one per stream), separate from the weights in Model, and Reset returns a
-// state to the fresh one (reset_streaming).
+// FrameSize() samples. Encode and Decode take several frames of a stream
+// at once with the bits of those calls frame by frame (every layer's
+// streaming state advances alike, and the transformers attend a frame's
+// positions together, as the reference's forward of one frame does), which
+// reads the weights once for the frames. The streaming state lives in
+// Encoder/Decoder values (one per stream), separate from the weights in
+// Model, and Reset returns a state to the fresh one (reset_streaming).
 package mimi
 
 import (
@@ -298,27 +302,33 @@ func (p *projTransformer) newStage(be backend.Backend, T int) *trStage {
 func (s *trStage) reset() { s.st.Reset() }
 
 // trRunner runs a projTransformer over a batch of streams on a backend:
-// each stream's T positions are one part of the pass (the reference's
-// forward of a chunk), every weight read once for the batch.
+// each stream's positions are one part of the pass, every weight read once
+// for the batch, and attend a frame (group positions) at a time: the
+// reference's forward of each frame's chunk.
 type trRunner struct {
 	p        *projTransformer
 	be       backend.Backend
 	sc       *nn.Scratch
+	group    int // positions per frame
 	in, x, y backend.Acts
 	rows     int
 	parts    []nn.Part
 	blocks   [][]float32 // every stream's input, then output, rows
 }
 
-func (p *projTransformer) newRunner(be backend.Backend) *trRunner {
-	return &trRunner{p: p, be: be, sc: p.tr.NewScratch(be)}
+func (p *projTransformer) newRunner(be backend.Backend, group int) *trRunner {
+	return &trRunner{p: p, be: be, sc: p.tr.NewScratch(be), group: group}
 }
 
-// forward runs xs[i] (T positions of stage i, time-major) through the
-// transformer; stage i's output is left in stages[i].out.
-func (r *trRunner) forward(stages []*trStage, xs [][]float32, T int) {
+// forward runs xs[i] (ts[i] positions of stage i, time-major, whole
+// frames) through the transformer; stage i's output is left in
+// stages[i].out.
+func (r *trRunner) forward(stages []*trStage, xs [][]float32, ts []int) {
 	p, be := r.p, r.be
-	n := len(stages) * T
+	n := 0
+	for _, t := range ts[:len(stages)] {
+		n += t
+	}
 	if n == 0 {
 		return
 	}
@@ -341,25 +351,23 @@ func (r *trRunner) forward(stages []*trStage, xs [][]float32, T int) {
 	// GPU one copy each way per pass, not one per stream).
 	r.parts, r.blocks = r.parts[:0], r.blocks[:0]
 	for i, s := range stages {
-		r.blocks = append(r.blocks, xs[i][:T*p.inDim])
-		r.parts = append(r.parts, nn.Part{State: s.st, Rows: T})
+		r.blocks = append(r.blocks, xs[i][:ts[i]*p.inDim])
+		r.parts = append(r.parts, nn.Part{State: s.st, Rows: ts[i]})
 	}
 	backend.UploadRows(be, in, r.blocks)
 	if p.inProj != nil {
 		be.MatMul(x, r.in.Slice(0, n), p.inProj)
 	}
-	p.tr.Forward(r.sc, p.tr, x, r.parts, backend.Chunk)
+	p.tr.Forward(r.sc, p.tr, x, r.parts, r.group)
 	y := x
 	if p.outProj != nil {
 		y = r.y.Slice(0, n)
 		be.MatMul(y, x, p.outProj)
 	}
 	r.blocks = r.blocks[:0]
-	for _, s := range stages {
-		if len(s.out) < T*p.outDim {
-			s.out = make([]float32, T*p.outDim)
-		}
-		r.blocks = append(r.blocks, s.out[:T*p.outDim])
+	for i, s := range stages {
+		s.out = grow(s.out, ts[i]*p.outDim)
+		r.blocks = append(r.blocks, s.out)
 	}
 	backend.DownloadRows(be, r.blocks, y)
 	clear(r.blocks)
@@ -371,9 +379,10 @@ type Encoder struct {
 	m      *Model
 	steps  []stage
 	tr     *trStage
-	run    *trRunner // for EncodeFrame (a batch of one)
+	run    *trRunner // for Encode (a batch of one)
 	down   *convStage
-	qs     *quantScratch
+	qs     []*quantScratch // one a frame of a call
+	quant  quantBatch
 	codes  []int
 	seanet []float32
 	trOut  []float32
@@ -382,8 +391,9 @@ type Encoder struct {
 
 // NewEncoder returns a fresh encoder state.
 func (m *Model) NewEncoder() *Encoder {
-	e := &Encoder{m: m, tr: m.encTr.newStage(m.be, m.resample), run: m.encTr.newRunner(m.be),
-		qs: m.q.newScratch(), codes: make([]int, m.Cfg.NumCodebooks)}
+	e := &Encoder{m: m, tr: m.encTr.newStage(m.be, m.resample), run: m.encTr.newRunner(m.be, m.resample),
+		codes: make([]int, m.Cfg.NumCodebooks)}
+	e.scratch(0)
 	T := m.frameSize
 	for _, l := range m.enc {
 		s := l.newStage(m.host)
@@ -413,70 +423,115 @@ func (e *Encoder) Reset() {
 // [1, 1, FrameSize]) into NumCodebooks() codes. The returned slice belongs to
 // the encoder and is overwritten by the next call: copy it to keep it.
 func (e *Encoder) EncodeFrame(pcm []float32) []int {
-	e.checkFrame(pcm)
+	if len(pcm) != e.m.frameSize {
+		panic(fmt.Sprintf("mimi: EncodeFrame got %d samples, a frame is %d", len(pcm), e.m.frameSize))
+	}
+	return e.Encode(pcm)
+}
+
+// Encode encodes whole frames of samples (a multiple of FrameSize()) into
+// NumCodebooks() codes a frame, frame after frame: the codes of EncodeFrame
+// on each frame in turn. The returned slice belongs to the encoder and is
+// overwritten by the next call.
+func (e *Encoder) Encode(pcm []float32) []int {
+	n := e.frames(pcm)
 	x, T := pcm, len(pcm)
 	for _, s := range e.steps {
 		x, T = s.forward(x, T)
 	}
-	e.seanetDone(x, T)
-	e.run.forward([]*trStage{e.tr}, [][]float32{e.seanet}, e.m.resample)
-	return e.finish()
+	e.seanetDone(x, T, n)
+	e.run.forward([]*trStage{e.tr}, [][]float32{e.seanet}, []int{n * e.m.resample})
+	return e.finish(n)
 }
 
-func (e *Encoder) checkFrame(pcm []float32) {
-	if len(pcm) != e.m.frameSize {
-		panic(fmt.Sprintf("mimi: EncodeFrame got %d samples, a frame is %d", len(pcm), e.m.frameSize))
+// frames is the number of whole frames in pcm (at least one).
+func (e *Encoder) frames(pcm []float32) int {
+	f := e.m.frameSize
+	if len(pcm) == 0 || len(pcm)%f != 0 {
+		panic(fmt.Sprintf("mimi: %d samples to encode: not whole frames of %d", len(pcm), f))
 	}
+	return len(pcm) / f
 }
 
-// seanetDone keeps the SEANet encoder's output of a frame (T rows).
-func (e *Encoder) seanetDone(x []float32, T int) {
+// seanetDone keeps the SEANet encoder's output of n frames (T rows).
+func (e *Encoder) seanetDone(x []float32, T, n int) {
 	m := e.m
-	if T != m.resample {
-		panic(fmt.Sprintf("mimi: SEANet encoder gave %d steps for a frame, %d expected", T, m.resample))
+	if T != n*m.resample {
+		panic(fmt.Sprintf("mimi: SEANet encoder gave %d steps for %d frames, %d expected", T, n, n*m.resample))
 	}
 	e.seanet = x[:T*m.dim]
 }
 
-// finish runs the downsample and the quantizer on the transformer's output.
-func (e *Encoder) finish() []int {
-	x, T := e.transformed()
+// finish runs the downsample and the quantizer on the transformer's output
+// of n frames.
+func (e *Encoder) finish(n int) []int {
+	x, T := e.transformed(n)
 	if e.down != nil {
 		x, T = e.down.forward(x, T)
 	}
-	return e.quantize(x, T)
-}
-
-// transformed is the transformer's output rows, kept as TransformerOut.
-func (e *Encoder) transformed() ([]float32, int) {
-	m := e.m
-	e.trOut = e.tr.out[:m.resample*m.dim]
-	return e.trOut, m.resample
-}
-
-// quantize codes the latent (T rows after the downsample: one).
-func (e *Encoder) quantize(x []float32, T int) []int {
-	e.setLatent(x, T)
-	e.m.q.encode(e.m.host, e.codes, e.latent, e.qs)
+	e.setLatent(x, T, n)
+	quantizeAll(e.m, []*Encoder{e}, &e.quant)
 	return e.codes
 }
 
-// setLatent keeps the latent (T rows after the downsample: one).
-func (e *Encoder) setLatent(x []float32, T int) {
-	if T != 1 {
-		panic(fmt.Sprintf("mimi: encoder gave %d latent frames for a frame, 1 expected", T))
+// quantizeAll codes the latents of every encoder's call (set by setLatent)
+// as one batch of rows (quantizer.encodeBatch: each row's codes are those
+// of coding it alone).
+func quantizeAll(m *Model, encs []*Encoder, qb *quantBatch) {
+	nq, d := m.Cfg.NumCodebooks, m.dim
+	qb.xs, qb.codes, qb.scs = qb.xs[:0], qb.codes[:0], qb.scs[:0]
+	for _, e := range encs {
+		for j := range len(e.latent) / d {
+			qb.xs = append(qb.xs, e.latent[j*d:(j+1)*d])
+			qb.codes = append(qb.codes, e.codes[j*nq:(j+1)*nq])
+			qb.scs = append(qb.scs, e.scratch(j))
+		}
 	}
-	e.latent = x[:e.m.dim]
+	m.q.encodeBatch(m.host, qb.codes, qb.xs, qb.scs, qb)
+	clear(qb.xs)
+	clear(qb.codes)
+	clear(qb.scs)
 }
 
-// SeanetOut is the last frame's SEANet encoder output, [steps][Dimension()]
+// scratch is the quantizer scratch of frame j of a call.
+func (e *Encoder) scratch(j int) *quantScratch {
+	for len(e.qs) <= j {
+		e.qs = append(e.qs, e.m.q.newScratch())
+	}
+	return e.qs[j]
+}
+
+// transformed is the transformer's output rows of n frames, kept as
+// TransformerOut.
+func (e *Encoder) transformed(n int) ([]float32, int) {
+	m := e.m
+	e.trOut = e.tr.out[:n*m.resample*m.dim]
+	return e.trOut, n * m.resample
+}
+
+// setLatent keeps the latent (T rows after the downsample: one a frame)
+// and sizes the codes for n frames.
+func (e *Encoder) setLatent(x []float32, T, n int) {
+	if T != n {
+		panic(fmt.Sprintf("mimi: encoder gave %d latent frames for %d frames", T, n))
+	}
+	e.latent = x[:n*e.m.dim]
+	if nq := e.m.Cfg.NumCodebooks; cap(e.codes) < n*nq {
+		e.codes = make([]int, n*nq)
+	} else {
+		e.codes = e.codes[:n*nq]
+	}
+}
+
+// SeanetOut is the last call's SEANet encoder output, [frames·steps][Dimension()]
 // time-major (steps = 2 at 25 Hz), valid until the next call.
 func (e *Encoder) SeanetOut() []float32 { return e.seanet }
 
-// TransformerOut is the last frame's encoder transformer output, like SeanetOut.
+// TransformerOut is the last call's encoder transformer output, like SeanetOut.
 func (e *Encoder) TransformerOut() []float32 { return e.trOut }
 
-// Latent is the last frame's unquantized latent (the quantizer input), [Dimension()].
+// Latent is the last call's unquantized latents (the quantizer input),
+// [frames][Dimension()].
 func (e *Encoder) Latent() []float32 { return e.latent }
 
 // Decoder is the streaming state of Mimi's decode path (upsample, decoder
@@ -486,7 +541,7 @@ type Decoder struct {
 	qs        *quantScratch
 	up        *convTrStage
 	tr        *trStage
-	run       *trRunner // for DecodeFrame (a batch of one)
+	run       *trRunner // for Decode (a batch of one)
 	steps     []stage
 	latent    []float32
 	upsampled []float32
@@ -496,7 +551,7 @@ type Decoder struct {
 
 // NewDecoder returns a fresh decoder state.
 func (m *Model) NewDecoder() *Decoder {
-	d := &Decoder{m: m, qs: m.q.newScratch(), tr: m.decTr.newStage(m.be, m.resample), run: m.decTr.newRunner(m.be)}
+	d := &Decoder{m: m, qs: m.q.newScratch(), tr: m.decTr.newStage(m.be, m.resample), run: m.decTr.newRunner(m.be, m.resample)}
 	if m.up != nil {
 		d.up = m.up.newConvTrStage(m.host)
 		prealloc(d.up, 1)
@@ -519,7 +574,7 @@ func (d *Decoder) Reset() {
 	for _, s := range d.steps {
 		s.reset()
 	}
-	d.latent, d.upsampled, d.trOut, d.pcm = nil, nil, nil, nil
+	d.latent, d.upsampled, d.trOut, d.pcm = d.latent[:0], nil, nil, nil // the latents' buffer kept
 }
 
 // DecodeFrame decodes one frame of NumCodebooks() codes (mimi.decode on
@@ -527,48 +582,71 @@ func (d *Decoder) Reset() {
 // CheckCodes). The returned slice belongs to the decoder and is overwritten
 // by the next call: copy it to keep it.
 func (d *Decoder) DecodeFrame(codes []int) []float32 {
-	d.upsample(codes)
-	d.run.forward([]*trStage{d.tr}, [][]float32{d.upsampled}, d.m.resample)
-	return d.finish()
+	if len(codes) != d.m.Cfg.NumCodebooks {
+		panic(fmt.Sprintf("mimi: DecodeFrame got %d codes, a frame has %d", len(codes), d.m.Cfg.NumCodebooks))
+	}
+	return d.Decode(codes)
 }
 
-// upsample looks the codes up and brings the latent to the encoder rate.
-func (d *Decoder) upsample(codes []int) {
+// Decode decodes whole frames of codes (NumCodebooks() a frame, frame after
+// frame) into FrameSize() samples a frame: the samples of DecodeFrame on
+// each frame in turn. It panics on invalid codes. The returned slice
+// belongs to the decoder and is overwritten by the next call.
+func (d *Decoder) Decode(codes []int) []float32 {
+	n := d.upsample(codes)
+	d.run.forward([]*trStage{d.tr}, [][]float32{d.upsampled}, []int{n * d.m.resample})
+	return d.finish(n)
+}
+
+// upsample looks the codes up and brings the latents to the encoder rate;
+// it returns the number of frames.
+func (d *Decoder) upsample(codes []int) int {
 	m := d.m
-	if err := m.CheckCodes(codes); err != nil {
-		panic(err.Error())
+	nq := m.Cfg.NumCodebooks
+	if len(codes) == 0 || len(codes)%nq != 0 {
+		panic(fmt.Sprintf("mimi: %d codes to decode: not whole frames of %d", len(codes), nq))
 	}
-	d.latent = m.q.decode(m.host, codes, d.qs)
-	x, T := d.latent, 1
+	n := len(codes) / nq
+	d.latent = grow(d.latent, n*m.dim)
+	for j := range n {
+		f := codes[j*nq : (j+1)*nq]
+		if err := m.CheckCodes(f); err != nil {
+			panic(err.Error())
+		}
+		copy(d.latent[j*m.dim:], m.q.decode(m.host, f, d.qs))
+	}
+	x, T := d.latent, n
 	if d.up != nil {
 		x, T = d.up.forward(x, T)
 	}
-	if T != m.resample {
-		panic(fmt.Sprintf("mimi: upsample gave %d steps for a frame, %d expected", T, m.resample))
+	if T != n*m.resample {
+		panic(fmt.Sprintf("mimi: upsample gave %d steps for %d frames, %d expected", T, n, n*m.resample))
 	}
 	d.upsampled = x[:T*m.dim]
+	return n
 }
 
-// finish runs the SEANet decoder on the transformer's output.
-func (d *Decoder) finish() []float32 {
-	x, T := d.transformed()
+// finish runs the SEANet decoder on the transformer's output of n frames.
+func (d *Decoder) finish(n int) []float32 {
+	x, T := d.transformed(n)
 	for _, s := range d.steps {
 		x, T = s.forward(x, T)
 	}
-	return d.done(x, T)
+	return d.done(x, T, n)
 }
 
-// transformed is the transformer's output rows, kept as TransformerOut.
-func (d *Decoder) transformed() ([]float32, int) {
+// transformed is the transformer's output rows of n frames, kept as
+// TransformerOut.
+func (d *Decoder) transformed(n int) ([]float32, int) {
 	m := d.m
-	d.trOut = d.tr.out[:m.resample*m.dim]
-	return d.trOut, m.resample
+	d.trOut = d.tr.out[:n*m.resample*m.dim]
+	return d.trOut, n * m.resample
 }
 
-// done keeps the SEANet decoder's output of a frame (T samples).
-func (d *Decoder) done(x []float32, T int) []float32 {
-	if T != d.m.frameSize {
-		panic(fmt.Sprintf("mimi: decoder gave %d samples for a frame, %d expected", T, d.m.frameSize))
+// done keeps the SEANet decoder's output of n frames (T samples).
+func (d *Decoder) done(x []float32, T, n int) []float32 {
+	if T != n*d.m.frameSize {
+		panic(fmt.Sprintf("mimi: decoder gave %d samples for %d frames, %d expected", T, n, n*d.m.frameSize))
 	}
 	d.pcm = x[:T]
 	return d.pcm
@@ -579,9 +657,10 @@ func (d *Decoder) done(x []float32, T int) []float32 {
 // largest weight reads) as one pass and the SEANet convolutions, the
 // downsample included, as batched products over all streams' rows (see
 // seanetBatch), each stream keeping its own streaming state (a batch of one
-// runs the stream's own path: nothing to share). Each stream's
-// results are bit-identical to its EncodeFrame / DecodeFrame. A Batch is
-// used from one goroutine.
+// runs the stream's own path: nothing to share). A stream may bring
+// several frames to a call (Encoder.Encode, Decoder.Decode). Each stream's
+// results are bit-identical to its EncodeFrame / DecodeFrame, frame by
+// frame. A Batch is used from one goroutine.
 type Batch struct {
 	m        *Model
 	enc, dec *trRunner
@@ -589,20 +668,19 @@ type Batch struct {
 	stages   []*trStage
 	xs       [][]float32
 	ts       []int
+	ns       []int // each stream's frames in the call
 	downs    []*convStage
-	qs       []*quantScratch
-	codes    [][]int
 	quant    quantBatch
 }
 
 // NewBatch prepares batched coding over m's backend.
 func (m *Model) NewBatch() *Batch {
-	return &Batch{m: m, enc: m.encTr.newRunner(m.be), dec: m.decTr.newRunner(m.be), seanet: newSeanetBatch(m.host)}
+	return &Batch{m: m, enc: m.encTr.newRunner(m.be, m.resample), dec: m.decTr.newRunner(m.be, m.resample), seanet: newSeanetBatch(m.host)}
 }
 
-// rows sets b.xs and b.ts for n streams.
+// rows sets b.xs, b.ts and b.ns for n streams.
 func (b *Batch) rows(n int) {
-	b.xs, b.ts = at(b.xs, n), at(b.ts, n)
+	b.xs, b.ts, b.ns = at(b.xs, n), at(b.ts, n), at(b.ns, n)
 }
 
 // done drops the references to the streams' buffers.
@@ -612,114 +690,123 @@ func (b *Batch) done() {
 	clear(b.downs[:cap(b.downs)])
 }
 
-// Encode encodes pcm[i] (one frame) with encs[i]; out[i] receives a copy of
-// its codes.
+// Encode encodes pcm[i] (whole frames) with encs[i]; out[i] receives a
+// copy of its codes, NumCodebooks() a frame.
 func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
-	if len(encs) == 1 {
-		b.encodeEach(encs, pcm, out)
-		return
-	}
 	m := b.m
 	b.rows(len(encs))
 	for i, e := range encs {
-		e.checkFrame(pcm[i])
+		b.ns[i] = e.frames(pcm[i])
 		b.xs[i], b.ts[i] = pcm[i], len(pcm[i])
 	}
-	b.seanet.run(len(encs), func(i int) []stage { return encs[i].steps }, b.xs, b.ts)
+	if len(encs) == 1 {
+		e := encs[0]
+		for _, s := range e.steps {
+			b.xs[0], b.ts[0] = s.forward(b.xs[0], b.ts[0])
+		}
+	} else {
+		b.seanet.run(len(encs), func(i int) []stage { return encs[i].steps }, b.xs, b.ts)
+	}
 	b.stages = b.stages[:0]
 	for i, e := range encs {
-		e.seanetDone(b.xs[i], b.ts[i])
+		e.seanetDone(b.xs[i], b.ts[i], b.ns[i])
 		b.stages, b.xs[i] = append(b.stages, e.tr), e.seanet
 	}
-	b.enc.forward(b.stages, b.xs, m.resample)
+	b.enc.forward(b.stages, b.xs, b.ts)
 	b.downs = b.downs[:0]
 	for i, e := range encs {
-		b.xs[i], b.ts[i] = e.transformed()
+		b.xs[i], b.ts[i] = e.transformed(b.ns[i])
 		b.downs = append(b.downs, e.down)
 	}
 	if m.down != nil {
-		b.seanet.conv(b.downs, b.xs, b.ts)
+		if len(encs) == 1 {
+			b.xs[0], b.ts[0] = encs[0].down.forward(b.xs[0], b.ts[0])
+		} else {
+			b.seanet.conv(b.downs, b.xs, b.ts)
+		}
 	}
-	b.qs, b.codes = at(b.qs, len(encs)), at(b.codes, len(encs))
 	for i, e := range encs {
-		e.setLatent(b.xs[i], b.ts[i])
-		b.xs[i], b.qs[i], b.codes[i] = e.latent, e.qs, e.codes
+		e.setLatent(b.xs[i], b.ts[i], b.ns[i])
 	}
-	m.q.encodeBatch(m.host, b.codes, b.xs, b.qs, &b.quant)
+	quantizeAll(m, encs, &b.quant)
 	for i, e := range encs {
 		out[i] = append(out[i][:0], e.codes...)
 	}
-	clear(b.qs)
-	clear(b.codes)
 	b.done()
 }
 
-// Decode decodes codes[i] (one frame) with decs[i] and returns each
-// decoder's samples (owned by the decoder, valid until its next frame).
+// Decode decodes codes[i] (whole frames) with decs[i] and returns each
+// decoder's samples (owned by the decoder, valid until its next call).
 func (b *Batch) Decode(decs []*Decoder, codes [][]int, out [][]float32) {
-	if len(decs) == 1 {
-		b.decodeEach(decs, codes, out)
-		return
-	}
-	b.stages, b.xs = b.stages[:0], b.xs[:0]
-	for i, d := range decs {
-		d.upsample(codes[i])
-		b.stages, b.xs = append(b.stages, d.tr), append(b.xs, d.upsampled)
-	}
-	b.dec.forward(b.stages, b.xs, b.m.resample)
 	b.rows(len(decs))
+	b.stages = b.stages[:0]
 	for i, d := range decs {
-		b.xs[i], b.ts[i] = d.transformed()
+		b.ns[i] = d.upsample(codes[i])
+		b.stages, b.xs[i], b.ts[i] = append(b.stages, d.tr), d.upsampled, b.ns[i]*b.m.resample
 	}
-	b.seanet.run(len(decs), func(i int) []stage { return decs[i].steps }, b.xs, b.ts)
+	b.dec.forward(b.stages, b.xs, b.ts)
 	for i, d := range decs {
-		out[i] = d.done(b.xs[i], b.ts[i])
+		b.xs[i], b.ts[i] = d.transformed(b.ns[i])
+	}
+	if len(decs) == 1 {
+		for _, s := range decs[0].steps {
+			b.xs[0], b.ts[0] = s.forward(b.xs[0], b.ts[0])
+		}
+	} else {
+		b.seanet.run(len(decs), func(i int) []stage { return decs[i].steps }, b.xs, b.ts)
+	}
+	for i, d := range decs {
+		out[i] = d.done(b.xs[i], b.ts[i], b.ns[i])
 	}
 	b.done()
 }
 
 // encodeEach is Encode with each stream's SEANet encoder, downsample and
-// quantizer run alone, the transformer once for all: the path of a batch
-// of one (nothing to share), and BenchmarkBatchCodec's baseline.
+// quantizer run alone, the transformer once for all: BenchmarkBatchCodec's
+// baseline.
 func (b *Batch) encodeEach(encs []*Encoder, pcm [][]float32, out [][]int) {
-	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	b.rows(len(encs))
+	b.stages = b.stages[:0]
 	for i, e := range encs {
-		e.checkFrame(pcm[i])
+		b.ns[i] = e.frames(pcm[i])
 		x, T := pcm[i], len(pcm[i])
 		for _, s := range e.steps {
 			x, T = s.forward(x, T)
 		}
-		e.seanetDone(x, T)
-		b.stages, b.xs = append(b.stages, e.tr), append(b.xs, e.seanet)
+		e.seanetDone(x, T, b.ns[i])
+		b.stages, b.xs[i], b.ts[i] = append(b.stages, e.tr), e.seanet, T
 	}
-	b.enc.forward(b.stages, b.xs, b.m.resample)
+	b.enc.forward(b.stages, b.xs, b.ts)
 	for i, e := range encs {
-		out[i] = append(out[i][:0], e.finish()...)
+		out[i] = append(out[i][:0], e.finish(b.ns[i])...)
 	}
 	b.done()
 }
 
 // decodeEach is Decode with each stream's SEANet decoder run alone.
 func (b *Batch) decodeEach(decs []*Decoder, codes [][]int, out [][]float32) {
-	b.stages, b.xs = b.stages[:0], b.xs[:0]
+	b.rows(len(decs))
+	b.stages = b.stages[:0]
 	for i, d := range decs {
-		d.upsample(codes[i])
-		b.stages, b.xs = append(b.stages, d.tr), append(b.xs, d.upsampled)
+		b.ns[i] = d.upsample(codes[i])
+		b.stages, b.xs[i], b.ts[i] = append(b.stages, d.tr), d.upsampled, b.ns[i]*b.m.resample
 	}
-	b.dec.forward(b.stages, b.xs, b.m.resample)
+	b.dec.forward(b.stages, b.xs, b.ts)
 	for i, d := range decs {
-		out[i] = d.finish()
+		out[i] = d.finish(b.ns[i])
 	}
 	b.done()
 }
 
-// QuantizedLatent is the last frame's decoded latent (quantizer.decode), [Dimension()].
+// QuantizedLatent is the last call's decoded latents (quantizer.decode),
+// [frames][Dimension()].
 func (d *Decoder) QuantizedLatent() []float32 { return d.latent }
 
-// Upsampled is the last frame's latent at the encoder rate, [steps][Dimension()].
+// Upsampled is the last call's latents at the encoder rate,
+// [frames·steps][Dimension()].
 func (d *Decoder) Upsampled() []float32 { return d.upsampled }
 
-// TransformerOut is the last frame's decoder transformer output, like Upsampled.
+// TransformerOut is the last call's decoder transformer output, like Upsampled.
 func (d *Decoder) TransformerOut() []float32 { return d.trOut }
 
 // CheckFile reports an error when the mapped checkpoint shrank under the

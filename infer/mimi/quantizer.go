@@ -205,8 +205,14 @@ func (qz *quantizer) decode(e *ops.Engine, codes []int, sc *quantScratch) []floa
 	return sc.out
 }
 
-// quantBatch is the scratch of encodeBatch: row lists over the streams.
-type quantBatch struct{ res, dots [][]float32 }
+// quantBatch is the scratch of encodeBatch (row lists over the latents)
+// and of its callers (the latents, their codes and scratches).
+type quantBatch struct {
+	res, dots [][]float32
+	xs        [][]float32
+	codes     [][]int
+	scs       []*quantScratch
+}
 
 // encodeBatch is encode for the latents of many streams (xs[i], with
 // stream i's scratch scs[i]): the input projection and each codebook's
