@@ -54,21 +54,26 @@ type BenchResult struct {
 	DepformerSteps        int     `json:"depformer_steps_per_frame"`
 	CodecEncodeMsPerFrame float64 `json:"codec_encode_ms_per_frame"`
 	CodecDecodeMsPerFrame float64 `json:"codec_decode_ms_per_frame"`
-	TotalMsPerFrame       float64 `json:"total_ms_per_frame"`
-	RealTimeFactor        float64 `json:"real_time_factor"`
-	WeightBytesPerFrame   int64   `json:"weight_bytes_per_frame"`
-	KVBytesPerFrame       int64   `json:"kv_bytes_per_frame"`  // keys and values attended (float32, or bf16 with KVDType bf16)
-	MemoryBoundGBps       float64 `json:"weights_and_kv_gbps"` // (weights + KV) / LM time
-	AchievedGBps          float64 `json:"achieved_gbps"`
-	MemoryGBps            float64 `json:"memory_gbps"`
-	RooflineFraction      float64 `json:"roofline_fraction"` // achieved / memory: 0 when the LM ran on a GPU (the host's bandwidth does not bound it)
-	LoadSeconds           float64 `json:"load_seconds"`
-	GoArch                string  `json:"goarch"`
-	NumCPU                int     `json:"num_cpu"`
-	KernelPath            string  `json:"kernel"`
-	ComputeDType          string  `json:"compute_dtype"`
-	KVDType               string  `json:"kv_dtype"` // what the LM's KV cache stores: f32 or bf16
-	Device                string  `json:"device,omitempty"`
+	// CodecFramesPerCall is the frames of each conversation the codec
+	// codes in one call (job.CodecFrames); the codec figures are a call's
+	// time spread over its frames, and the warm-up and measured frames
+	// whole calls.
+	CodecFramesPerCall  int     `json:"codec_frames_per_call"`
+	TotalMsPerFrame     float64 `json:"total_ms_per_frame"`
+	RealTimeFactor      float64 `json:"real_time_factor"`
+	WeightBytesPerFrame int64   `json:"weight_bytes_per_frame"`
+	KVBytesPerFrame     int64   `json:"kv_bytes_per_frame"`  // keys and values attended (float32, or bf16 with KVDType bf16)
+	MemoryBoundGBps     float64 `json:"weights_and_kv_gbps"` // (weights + KV) / LM time
+	AchievedGBps        float64 `json:"achieved_gbps"`
+	MemoryGBps          float64 `json:"memory_gbps"`
+	RooflineFraction    float64 `json:"roofline_fraction"` // achieved / memory: 0 when the LM ran on a GPU (the host's bandwidth does not bound it)
+	LoadSeconds         float64 `json:"load_seconds"`
+	GoArch              string  `json:"goarch"`
+	NumCPU              int     `json:"num_cpu"`
+	KernelPath          string  `json:"kernel"`
+	ComputeDType        string  `json:"compute_dtype"`
+	KVDType             string  `json:"kv_dtype"` // what the LM's KV cache stores: f32 or bf16
+	Device              string  `json:"device,omitempty"`
 	// The offload plan's prediction (--cpu-offload on a GPU) and the device
 	// memory the backend held at most.
 	PlanFrameMs     float64 `json:"plan_frame_ms,omitempty"`
@@ -96,6 +101,13 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	}
 	if o.Warmup < 0 {
 		o.Warmup = 0
+	}
+	// The codec codes a chunk of frames at a time (Session): the warm-up
+	// and the measured frames are whole chunks.
+	chunk := CodecFrames(max(1, o.BatchSize))
+	if w, f := roundUp(o.Warmup, chunk), roundUp(o.Frames, chunk); w != o.Warmup || f != o.Frames {
+		o.Log.Infof("the codec codes %d frames at a time at this batch size: %d warm-up and %d measured frames", chunk, w, f)
+		o.Warmup, o.Frames = w, f
 	}
 	cfg := *o.Config
 	lmCfg := cfg.LM
@@ -207,8 +219,9 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	res.TemporalMsPerFrame = median(tTemp)
 	res.DepformerMsPerFrame = median(tDep)
 	res.DepformerSteps = depSteps
-	res.CodecEncodeMsPerFrame = median(tEnc)
-	res.CodecDecodeMsPerFrame = median(tDec)
+	res.CodecEncodeMsPerFrame = chunkMedian(tEnc, chunk)
+	res.CodecDecodeMsPerFrame = chunkMedian(tDec, chunk)
+	res.CodecFramesPerCall = chunk
 	res.TotalMsPerFrame = res.LMMsPerFrame + res.CodecEncodeMsPerFrame + res.CodecDecodeMsPerFrame
 	res.RealTimeFactor = res.TotalMsPerFrame / (1000 / cfg.Mimi.FrameRate)
 	res.LMMsPerStep, res.FrameMsPerStep = res.LMMsPerFrame, res.TotalMsPerFrame
@@ -318,6 +331,26 @@ func benchMemory(o BenchOptions, cfg *config.Config, lmCfg *config.LM, B, mem in
 	}
 	return checkMemory(est, o.Log, "use a smaller --memory-mib, --batch-size or --frames, or a smaller --config")
 
+}
+
+// roundUp is n rounded up to a multiple of k.
+func roundUp(n, k int) int { return (n + k - 1) / k * k }
+
+// chunkMedian is the median over x's windows of k steps of their mean: a
+// codec chunk's time spread over its frames (the median of x when k = 1).
+func chunkMedian(x []float64, k int) float64 {
+	var w []float64
+	for i := 0; i+k <= len(x); i += k {
+		sum := 0.0
+		for _, v := range x[i : i+k] {
+			sum += v
+		}
+		w = append(w, sum/float64(k))
+	}
+	if len(w) == 0 {
+		return median(x)
+	}
+	return median(w)
 }
 
 func median(x []float64) float64 {

@@ -534,7 +534,7 @@ func (j *itemsRun) run() error {
 		}
 		if j.g.Stop != nil {
 			j.steps = append(j.steps, time.Since(t0))
-			if len(j.steps) > 8 {
+			if len(j.steps) > 2*codecRows { // whole codec chunks: their steps code the frames of the others
 				j.steps = j.steps[1:]
 			}
 		}

@@ -9,11 +9,17 @@ import (
 
 // Session is a lockstep batch of conversations over one loaded LM (and,
 // for conversations with audio, one codec): the only place that wires a
-// frame. Each Step runs, for every member at once, the codec's encoder over
-// the frame's user audio, one LM step (prefills of members that just joined
-// in the same pass) and the codec's decoder over the frames the LM produced.
-// RunItems (the job), Bench and tune drive it; members join and leave
-// between steps. A Session is used from one goroutine.
+// frame. Each Step runs, for every member at once, one LM step (prefills
+// of members that just joined in the same pass) on the frame's user codes,
+// with the codec's encoder and decoder around it. The codec codes several
+// frames of a member at a time when the members are few (CodecFrames): the
+// user audio is encoded ahead, the frames the LM produced are decoded
+// behind, a chunk of them at once (or when the member leaves), and each
+// member's Output receives its frames in order; the codes and samples are
+// those of coding frame by frame (mimi.Encoder.Encode), since the LM never
+// reads the decoded audio. RunItems (the job), Bench and tune drive it;
+// members join and leave between steps. A Session is used from one
+// goroutine.
 type Session struct {
 	eng   *lm.Engine
 	codec *mimi.Model // nil: the members give codes (an LM-only session)
@@ -37,10 +43,19 @@ type Session struct {
 	outs    [][]int
 	dpcm    [][]float32
 	owners  []*Conversation
-	texts   []int
 	bufs    [][]float32
 	encoded []*Conversation
 }
+
+// codecRows is the frames of codec work per pass that CodecFrames aims
+// at: the real Mimi's weights are read once for that many frames, beyond
+// which a frame costs the same (measured on a Zen 4: 6.4 ms a frame at 16
+// frames a call, 13.8 at one).
+const codecRows = 16
+
+// CodecFrames is the frames of each member that a session of members
+// members codes in one codec call: 16 for one conversation, 1 from 16.
+func CodecFrames(members int) int { return max(1, codecRows/max(1, members)) }
 
 // Conversation is one member of a Session: its LM generator, its codec
 // streams and where its frames come from and go to.
@@ -63,6 +78,11 @@ type Conversation struct {
 	enc *mimi.Encoder
 	dec *mimi.Decoder
 	f   int // frames stepped
+
+	ahead   []int // user codes encoded ahead (the codes of frames from f − next/nq)
+	next    int   // where the next frame's codes start in ahead
+	pending []int // codes of the frames generated and not decoded yet
+	texts   []int // their text tokens
 }
 
 // Done is the number of frames the conversation has been stepped.
@@ -100,7 +120,7 @@ func (s *Session) Join(c *Conversation) {
 			c.enc, c.dec = s.codec.NewEncoder(), s.codec.NewDecoder()
 		}
 	}
-	c.f = 0
+	c.f, c.ahead, c.next, c.pending, c.texts = 0, c.ahead[:0], 0, c.pending[:0], c.texts[:0]
 	s.members = append(s.members, c)
 }
 
@@ -115,41 +135,50 @@ type StepTimes struct {
 }
 
 // Step runs one frame for every member and returns the members whose
-// Frames are done (they have left the session), in join order. An error
-// is the engine's (an offload failure, the context cancelled): the
-// session is then unusable.
+// Frames are done (they have left the session, their last frames decoded
+// and output), in join order. An error is the engine's (an offload
+// failure, the context cancelled): the session is then unusable.
 func (s *Session) Step() (left []*Conversation, t StepTimes, err error) {
 	n := len(s.members)
 	if n == 0 {
 		return nil, t, nil
 	}
+	chunk := CodecFrames(n)
 	s.gens, s.ins = s.gens[:0], s.ins[:0]
 	s.encs, s.pcms, s.encoded = s.encs[:0], s.pcms[:0], s.encoded[:0]
 	for len(s.bufs) < n {
-		s.bufs = append(s.bufs, make([]float32, s.frame))
-	}
-	for len(s.codes) < n {
-		s.codes = append(s.codes, nil)
+		s.bufs = append(s.bufs, nil)
 	}
 	for i, c := range s.members {
 		s.gens = append(s.gens, c.Gen)
-		if c.Audio != nil {
-			buf := s.bufs[i]
+		if c.Audio != nil && c.next >= len(c.ahead) {
+			// Nothing encoded ahead: the next chunk of user audio.
+			k := chunk
+			if c.Frames > 0 {
+				k = min(k, c.Frames-c.f)
+			}
+			buf := grow(s.bufs[i], k*s.frame)
+			s.bufs[i] = buf
 			clear(buf)
-			c.Audio(c.f, buf)
+			for j := range k {
+				c.Audio(c.f+j, buf[j*s.frame:(j+1)*s.frame])
+			}
 			s.encs, s.pcms, s.encoded = append(s.encs, c.enc), append(s.pcms, buf), append(s.encoded, c)
+			s.codes = append(s.codes[:len(s.encs)-1], c.ahead)
 		}
 	}
 	t0 := time.Now()
 	if len(s.encs) > 0 {
 		s.batch.Encode(s.encs, s.pcms, s.codes[:len(s.encs)])
+		for k, c := range s.encoded {
+			c.ahead, c.next, s.codes[k] = s.codes[k], 0, nil
+		}
 	}
 	t1 := time.Now()
-	k := 0
 	for _, c := range s.members {
 		if c.Audio != nil {
-			s.ins = append(s.ins, lm.Input{User: s.codes[k]})
-			k++
+			s.ins = append(s.ins, lm.Input{User: c.ahead[c.next : c.next+s.nq]})
+			c.next += s.nq
 		} else {
 			s.ins = append(s.ins, lm.Input{User: c.Codes(c.f)})
 		}
@@ -161,21 +190,23 @@ func (s *Session) Step() (left []*Conversation, t StepTimes, err error) {
 		return nil, t, err
 	}
 	t2 := time.Now()
-	s.decs, s.outs, s.owners, s.texts = s.decs[:0], s.outs[:0], s.owners[:0], s.texts[:0]
+	s.decs, s.outs, s.owners = s.decs[:0], s.outs[:0], s.owners[:0]
 	for _, c := range s.members {
-		out, ok := c.Gen.Output()
-		if !ok {
-			continue
-		}
-		t.Outputs++
-		if c.dec == nil {
-			if c.Output != nil {
-				c.Output(out[0], nil)
+		if out, ok := c.Gen.Output(); ok {
+			t.Outputs++
+			if c.dec == nil {
+				if c.Output != nil {
+					c.Output(out[0], nil)
+				}
+				continue
 			}
-			continue
+			c.texts = append(c.texts, out[0])
+			c.pending = append(c.pending, out[1:1+s.nq]...)
 		}
-		s.decs, s.outs, s.owners = append(s.decs, c.dec), append(s.outs, out[1:1+s.nq]), append(s.owners, c)
-		s.texts = append(s.texts, out[0])
+		leaving := c.Frames > 0 && c.f+1 >= c.Frames
+		if len(c.texts) > 0 && (len(c.texts) >= chunk || leaving) {
+			s.decs, s.outs, s.owners = append(s.decs, c.dec), append(s.outs, c.pending), append(s.owners, c)
+		}
 	}
 	for len(s.dpcm) < len(s.decs) {
 		s.dpcm = append(s.dpcm, nil)
@@ -185,10 +216,14 @@ func (s *Session) Step() (left []*Conversation, t StepTimes, err error) {
 	}
 	t3 := time.Now()
 	for i, c := range s.owners {
-		if c.Output != nil {
-			c.Output(s.texts[i], s.dpcm[i])
+		for j, text := range c.texts {
+			if c.Output != nil {
+				c.Output(text, s.dpcm[i][j*s.frame:(j+1)*s.frame])
+			}
 		}
+		c.pending, c.texts = c.pending[:0], c.texts[:0]
 	}
+	clear(s.outs)
 	t.Encode, t.LM, t.Decode = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
 	kept := s.members[:0]
 	for _, c := range s.members {
@@ -206,4 +241,12 @@ func (s *Session) Step() (left []*Conversation, t StepTimes, err error) {
 	clear(s.members[len(kept):])
 	s.members = kept
 	return left, t, nil
+}
+
+// grow returns b resized to n (contents not kept when it grows).
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
