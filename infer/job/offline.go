@@ -152,18 +152,24 @@ func progress(o Options, msg string) {
 }
 
 // encodeAll Mimi-encodes audio in frames (the last zero-padded), as
-// lm.py's _iterate_audio(pad=True) + encode_from_sphn feed it; it stops
-// with ctx.Err() when ctx is cancelled.
+// lm.py's _iterate_audio(pad=True) + encode_from_sphn feed it, a chunk of
+// frames a call (the codes of frame-by-frame encoding); it stops with
+// ctx.Err() when ctx is cancelled.
 func encodeAll(ctx context.Context, enc *mimi.Encoder, x []float32, frame int) ([][]int, error) {
 	var out [][]int
-	buf := make([]float32, frame)
-	for s := 0; s < len(x); s += frame {
+	buf := make([]float32, codecRows*frame)
+	for s := 0; s < len(x); s += len(buf) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		clear(buf)
-		copy(buf, x[s:min(s+frame, len(x))])
-		out = append(out, append([]int(nil), enc.EncodeFrame(buf)...))
+		n := (min(len(buf), len(x)-s) + frame - 1) / frame
+		chunk := buf[:n*frame]
+		clear(chunk)
+		copy(chunk, x[s:min(s+len(chunk), len(x))])
+		codes := enc.Encode(chunk)
+		for k := 0; k < len(codes); k += len(codes) / n {
+			out = append(out, append([]int(nil), codes[k:k+len(codes)/n]...))
+		}
 	}
 	return out, nil
 }
