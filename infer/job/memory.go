@@ -2,9 +2,10 @@ package job
 
 import (
 	"fmt"
-	"github.com/pp-offline/pp-offline/audio"
 
+	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/internal/sysmem"
 	"github.com/pp-offline/pp-offline/offload"
 )
@@ -39,11 +40,16 @@ func EstimateMemory(cfg *config.Config, batch, positions, prefill, kvElem int) E
 	rows := int64(prefill + batch)
 	e.Activations = rows*perRow + int64(batch)*int64(l.TextCard+l.Card+2*l.DepformerDim)*4
 	// Mimi: the encoder and decoder transformers' rings (context positions
-	// of d_model keys and values per layer) and the convolutions' state.
+	// of d_model keys and values per layer) and the convolutions' buffers,
+	// for the frames a call of the session's codec (CodecFrames).
 	if m := cfg.Mimi; m != nil {
 		t := &m.Transformer
 		ring := 2 * 2 * int64(t.NumLayers) * int64(t.Context) * int64(t.DModel) * 4
-		e.Codec = int64(batch) * (ring + 4<<20)
+		conv, err := mimi.StreamBytes(m, CodecFrames(batch))
+		if err != nil { // not a loadable codec: its load says why
+			conv = 0
+		}
+		e.Codec = int64(batch) * (ring + conv)
 	}
 	return e
 }

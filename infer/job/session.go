@@ -28,6 +28,10 @@ type Session struct {
 	nq    int // the codec's codebooks
 
 	members []*Conversation
+	// width is the most members the session has had: the codec's chunks
+	// are sized for it (CodecFrames), so that a batch thinning out at the
+	// end of a job keeps its streams' buffers (and memory) as they are.
+	width int
 
 	// The codec streams of members that left, reset for the next ones
 	// that join (their buffers and KV rings already allocated).
@@ -54,7 +58,8 @@ type Session struct {
 const codecRows = 16
 
 // CodecFrames is the frames of each member that a session of members
-// members codes in one codec call: 16 for one conversation, 1 from 16.
+// members (at most) codes in one codec call: 16 for one conversation, 1
+// from 16.
 func CodecFrames(members int) int { return max(1, codecRows/max(1, members)) }
 
 // Conversation is one member of a Session: its LM generator, its codec
@@ -122,6 +127,7 @@ func (s *Session) Join(c *Conversation) {
 	}
 	c.f, c.ahead, c.next, c.pending, c.texts = 0, c.ahead[:0], 0, c.pending[:0], c.texts[:0]
 	s.members = append(s.members, c)
+	s.width = max(s.width, len(s.members))
 }
 
 // Len is the number of members.
@@ -143,7 +149,7 @@ func (s *Session) Step() (left []*Conversation, t StepTimes, err error) {
 	if n == 0 {
 		return nil, t, nil
 	}
-	chunk := CodecFrames(n)
+	chunk := CodecFrames(s.width)
 	s.gens, s.ins = s.gens[:0], s.ins[:0]
 	s.encs, s.pcms, s.encoded = s.encs[:0], s.pcms[:0], s.encoded[:0]
 	for len(s.bufs) < n {

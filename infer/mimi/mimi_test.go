@@ -448,3 +448,52 @@ func TestKernelVariantsAndThreadsBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// stageBytes is the memory a stage's buffers hold.
+func stageBytes(s stage) int64 {
+	switch s := s.(type) {
+	case *convStage:
+		return 4 * int64(cap(s.buf)+cap(s.out))
+	case *convTrStage:
+		return 4 * int64(cap(s.buf)+cap(s.out))
+	case *resStage:
+		n := int64(0)
+		for _, b := range s.block {
+			n += stageBytes(b)
+		}
+		if s.shortcut != nil {
+			n += stageBytes(s.shortcut)
+		}
+		return n
+	}
+	return 0
+}
+
+// StreamBytes bounds, closely, what an encoder's and a decoder's SEANet
+// buffers hold after calls of that many frames, at the real Mimi's size.
+func TestStreamBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-size model")
+	}
+	m := realRandomModel(t)
+	for _, frames := range []int{1, 5, 16} {
+		e, d := m.NewEncoder(), m.NewDecoder()
+		pcm := testSignal(frames * m.FrameSize())
+		for range 2 {
+			d.Decode(e.Encode(pcm))
+		}
+		var held int64
+		for _, s := range append(append([]stage{}, e.steps...), d.steps...) {
+			held += stageBytes(s)
+		}
+		held += stageBytes(e.down) + stageBytes(d.up)
+		want, err := StreamBytes(m.Cfg, frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d frames a call: buffers %.1f MiB, StreamBytes %.1f MiB", frames, float64(held)/(1<<20), float64(want)/(1<<20))
+		if held > want || float64(held) < 0.7*float64(want) {
+			t.Errorf("%d frames a call: the buffers hold %d bytes, StreamBytes says %d", frames, held, want)
+		}
+	}
+}

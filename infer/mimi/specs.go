@@ -122,3 +122,53 @@ func DeviceBytes(cfg *config.Mimi, streams int) (int64, error) {
 	}
 	return n, nil
 }
+
+// StreamBytes bounds the memory of one encoder and one decoder stream's
+// SEANet buffers (and the downsample's and upsample's) when they code
+// frames frames a call: each stage keeps its input rows (the streaming
+// history and a call's rows) and its output rows, sized by the largest
+// call. The codec's memory per conversation beside its transformers'
+// rings.
+func StreamBytes(cfg *config.Mimi, frames int) (int64, error) {
+	g, err := geometry(cfg)
+	if err != nil {
+		return 0, err
+	}
+	frames = max(1, frames)
+	var floats int64
+	// conv adds a stage of d on T input rows and returns its output rows.
+	conv := func(d convDesc, T int) int {
+		out := T/d.stride + 1
+		if d.transposed {
+			out = T * d.stride
+		}
+		floats += int64(T+(d.kernel-1)*d.dil+1)*int64(d.in) + int64(out)*int64(d.out)
+		return out
+	}
+	walk := func(plan []stepDesc, T int) int {
+		for _, s := range plan {
+			switch s.kind {
+			case stepConv, stepConvTr:
+				T = conv(s.conv, T)
+			case stepRes:
+				n := T
+				for _, b := range s.block {
+					n = conv(b, n)
+				}
+				if s.shortcut != nil {
+					conv(*s.shortcut, T)
+				}
+				T = n
+			}
+		}
+		return T
+	}
+	steps := g.resample * frames
+	walk(seanetPlan(&cfg.Seanet, true), g.frameSize*frames)
+	walk(seanetPlan(&cfg.Seanet, false), steps)
+	if g.resample > 1 {
+		conv(downsampleDesc(cfg, g.resample), steps)
+		conv(upsampleDesc(cfg, g.resample), frames)
+	}
+	return 4 * floats, nil
+}
