@@ -10,6 +10,7 @@ import (
 	"github.com/pp-offline/pp-offline/audio"
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/config"
+	"github.com/pp-offline/pp-offline/infer/job"
 	"github.com/pp-offline/pp-offline/infer/mimi"
 	"github.com/pp-offline/pp-offline/infer/weights"
 	ucli "github.com/urfave/cli/v2"
@@ -110,19 +111,26 @@ func runCodecEncode(c *ucli.Context) error {
 	return nil
 }
 
-// encodeCodes encodes pcm frame by frame (the last frame zero-padded, as
-// _iterate_audio does) into the tensor codes [1, K, frames].
+// encodeCodes encodes pcm in frames (the last frame zero-padded, as
+// _iterate_audio does), the session's chunk of frames a call (the codes of
+// frame-by-frame encoding), into the tensor codes [1, K, frames].
 func encodeCodes(m *mimi.Model, pcm []float32) *weights.Tensor {
 	fs, K := m.FrameSize(), m.NumCodebooks()
 	n := (len(pcm) + fs - 1) / fs
 	v := make([]int64, K*n)
 	enc := m.NewEncoder()
-	frame := make([]float32, fs)
-	for f := 0; f < n; f++ {
-		clear(frame)
-		copy(frame, pcm[f*fs:min((f+1)*fs, len(pcm))])
-		for k, code := range enc.EncodeFrame(frame) {
-			v[k*n+f] = int64(code)
+	chunk := job.CodecFrames(1)
+	buf := make([]float32, chunk*fs)
+	for f0 := 0; f0 < n; f0 += chunk {
+		k := min(chunk, n-f0)
+		frames := buf[:k*fs]
+		clear(frames)
+		copy(frames, pcm[f0*fs:min((f0+k)*fs, len(pcm))])
+		codes := enc.Encode(frames)
+		for f := range k {
+			for q, code := range codes[f*K : (f+1)*K] {
+				v[q*n+f0+f] = int64(code)
+			}
 		}
 	}
 	return weights.Int64Tensor("codes", []int{1, K, n}, v)
@@ -146,8 +154,14 @@ func runCodecDecode(c *ucli.Context) error {
 	}
 	dec := m.NewDecoder()
 	pcm := make([]float32, 0, len(frames)*m.FrameSize())
-	for _, f := range frames {
-		pcm = append(pcm, dec.DecodeFrame(f)...)
+	chunk := job.CodecFrames(1)
+	var codes []int
+	for f0 := 0; f0 < len(frames); f0 += chunk {
+		codes = codes[:0]
+		for _, f := range frames[f0:min(f0+chunk, len(frames))] {
+			codes = append(codes, f...)
+		}
+		pcm = append(pcm, dec.Decode(codes)...)
 	}
 	if err := writeWAVFile(c.String("output-wav"), pcm, m.Cfg.SampleRate); err != nil {
 		return fmt.Errorf("codec decode: %w", err)

@@ -186,3 +186,28 @@ func BenchmarkBatchCodec(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCodecChunk encodes and decodes one stream's frames K at a time
+// (Encoder.Encode, Decoder.Decode: what the session does with few
+// conversations) with the real Mimi's shapes on all CPUs: ms_per_frame is
+// a frame's share of a call. K = 1 is EncodeFrame and DecodeFrame.
+func BenchmarkCodecChunk(b *testing.B) {
+	c, err := cpu.New(cpu.Options{Kernel: os.Getenv("PP_OFFLINE_KERNEL")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	m := realRandomModel(b).WithCompute(c, c.Engine())
+	for _, K := range []int{1, 4, 8, 16, 32} {
+		b.Run(fmt.Sprintf("K=%d", K), func(b *testing.B) {
+			pcm := testSignal(K * m.FrameSize())
+			e, d := m.NewEncoder(), m.NewDecoder()
+			d.Decode(e.Encode(pcm))
+			b.ResetTimer()
+			for b.Loop() {
+				d.Decode(e.Encode(pcm))
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*K), "ms_per_frame")
+		})
+	}
+}

@@ -47,15 +47,9 @@ func (cb *codebook) vec(code int) []float32 {
 	return cb.data[code*d : (code+1)*d]
 }
 
-// nearest is torch.cdist(x, codebook).argmin(): the distance is computed as
-// cdist does for many centroids, sqrt(max(|x|²+|c|²−2x·c, 0)), and ties keep
-// the first index. dots is scratch of len bins.
-func (cb *codebook) nearest(e *ops.Engine, x, dots []float32) int {
-	e.MatVec(cb.vecs, dots, x)
-	return cb.pick(e, x, dots)
-}
-
-// pick is nearest's search given the products dots = codebook·x.
+// pick is torch.cdist(x, codebook).argmin() given the products dots =
+// codebook·x: the distance is computed as cdist does for many centroids,
+// sqrt(max(|x|²+|c|²−2x·c, 0)), and ties keep the first index.
 func (cb *codebook) pick(e *ops.Engine, x, dots []float32) int {
 	xn := e.Dot(x, x)
 	best, bestD := 0, float32(math.Inf(1))
@@ -168,26 +162,6 @@ func (qz *quantizer) newScratch() *quantScratch {
 		dots: make([]float32, qz.bins), out: make([]float32, qz.outDim), tmp: make([]float32, qz.outDim)}
 }
 
-// encode quantizes one latent vector into codes (len = codebooks in use),
-// on the codec's CPU engine e.
-func (qz *quantizer) encode(e *ops.Engine, codes []int, x []float32, sc *quantScratch) {
-	enc := func(r *rvq, codes []int) {
-		e.MatVec(r.inProj, sc.res, x)
-		for i, cb := range r.books {
-			c := cb.nearest(e, sc.res, sc.dots)
-			codes[i] = c
-			v := cb.vec(c)
-			for j := range sc.res {
-				sc.res[j] -= v[j]
-			}
-		}
-	}
-	enc(qz.first, codes[:1])
-	if qz.rest != nil {
-		enc(qz.rest, codes[1:])
-	}
-}
-
 // decode writes the latent vector of codes into sc.out and returns it.
 func (qz *quantizer) decode(e *ops.Engine, codes []int, sc *quantScratch) []float32 {
 	dec := func(r *rvq, codes []int, dst []float32) {
@@ -214,11 +188,12 @@ type quantBatch struct {
 	scs       []*quantScratch
 }
 
-// encodeBatch is encode for the latents of many streams (xs[i], with
-// stream i's scratch scs[i]): the input projection and each codebook's
-// products run as one MatMul over the streams, which reads every codebook
-// once for the batch and gives each row MatVec's bits; the nearest search
-// and the residual update stay per stream. codes[i] receives stream i's.
+// encodeBatch quantizes latent vectors xs[i] (each with its scratch
+// scs[i]) into codes[i] (the codebooks in use): split residual vector
+// quantization, the input projection and each codebook's products run as
+// one MatMul over the rows, which reads every codebook once for them all
+// and gives each row MatVec's bits; the nearest search (pick) and the
+// residual update stay per row.
 func (qz *quantizer) encodeBatch(e *ops.Engine, codes [][]int, xs [][]float32, scs []*quantScratch, qb *quantBatch) {
 	B := len(xs)
 	qb.res, qb.dots = at(qb.res, B), at(qb.dots, B)
