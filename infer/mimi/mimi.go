@@ -693,20 +693,17 @@ func (b *Batch) done() {
 // Encode encodes pcm[i] (whole frames) with encs[i]; out[i] receives a
 // copy of its codes, NumCodebooks() a frame.
 func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
+	if len(encs) == 1 {
+		out[0] = append(out[0][:0], encs[0].Encode(pcm[0])...)
+		return
+	}
 	m := b.m
 	b.rows(len(encs))
 	for i, e := range encs {
 		b.ns[i] = e.frames(pcm[i])
 		b.xs[i], b.ts[i] = pcm[i], len(pcm[i])
 	}
-	if len(encs) == 1 {
-		e := encs[0]
-		for _, s := range e.steps {
-			b.xs[0], b.ts[0] = s.forward(b.xs[0], b.ts[0])
-		}
-	} else {
-		b.seanet.run(len(encs), func(i int) []stage { return encs[i].steps }, b.xs, b.ts)
-	}
+	b.seanet.run(len(encs), func(i int) []stage { return encs[i].steps }, b.xs, b.ts)
 	b.stages = b.stages[:0]
 	for i, e := range encs {
 		e.seanetDone(b.xs[i], b.ts[i], b.ns[i])
@@ -719,11 +716,7 @@ func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
 		b.downs = append(b.downs, e.down)
 	}
 	if m.down != nil {
-		if len(encs) == 1 {
-			b.xs[0], b.ts[0] = encs[0].down.forward(b.xs[0], b.ts[0])
-		} else {
-			b.seanet.conv(b.downs, b.xs, b.ts)
-		}
+		b.seanet.conv(b.downs, b.xs, b.ts)
 	}
 	for i, e := range encs {
 		e.setLatent(b.xs[i], b.ts[i], b.ns[i])
@@ -738,6 +731,10 @@ func (b *Batch) Encode(encs []*Encoder, pcm [][]float32, out [][]int) {
 // Decode decodes codes[i] (whole frames) with decs[i] and returns each
 // decoder's samples (owned by the decoder, valid until its next call).
 func (b *Batch) Decode(decs []*Decoder, codes [][]int, out [][]float32) {
+	if len(decs) == 1 {
+		out[0] = decs[0].Decode(codes[0])
+		return
+	}
 	b.rows(len(decs))
 	b.stages = b.stages[:0]
 	for i, d := range decs {
@@ -748,13 +745,7 @@ func (b *Batch) Decode(decs []*Decoder, codes [][]int, out [][]float32) {
 	for i, d := range decs {
 		b.xs[i], b.ts[i] = d.transformed(b.ns[i])
 	}
-	if len(decs) == 1 {
-		for _, s := range decs[0].steps {
-			b.xs[0], b.ts[0] = s.forward(b.xs[0], b.ts[0])
-		}
-	} else {
-		b.seanet.run(len(decs), func(i int) []stage { return decs[i].steps }, b.xs, b.ts)
-	}
+	b.seanet.run(len(decs), func(i int) []stage { return decs[i].steps }, b.xs, b.ts)
 	for i, d := range decs {
 		out[i] = d.done(b.xs[i], b.ts[i], b.ns[i])
 	}
