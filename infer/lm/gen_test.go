@@ -9,6 +9,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/nn"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // rec is one traced step.
@@ -330,7 +331,7 @@ func TestStepAllocs(t *testing.T) {
 		user := codes(t, tiny+"expected/mimi/mimi_encode.safetensors")
 		g.Step(user[0])
 		i := 1
-		allocs := testing.AllocsPerRun(20, func() {
+		allocs := testalloc.PerRun(t, 20, func() {
 			g.Step(user[i%len(user)])
 			i++
 		})

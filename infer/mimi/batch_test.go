@@ -8,6 +8,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer/backend/cpu"
 	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // streamRun is one stream's codes, latents and samples, frame after frame.
@@ -192,7 +193,7 @@ func TestBatchNoAllocationsPerFrame(t *testing.T) {
 		b.Decode(decs, codes, out)
 	}
 	step()
-	if n := testing.AllocsPerRun(10, step); n != 0 {
+	if n := testalloc.PerRun(t, 10, step); n != 0 {
 		t.Errorf("%v allocations per batched frame", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 const tinyDir = "../../testdata/tiny/"
@@ -352,13 +353,13 @@ func TestNoAllocationsPerFrame(t *testing.T) {
 	pcm := loadWAV(t, tinyDir+"input.wav")[:m.FrameSize()]
 	e, d := m.NewEncoder(), m.NewDecoder()
 	codes := make([]int, m.NumCodebooks())
-	afterReset := testing.AllocsPerRun(5, func() {
+	afterReset := testalloc.PerRun(t, 5, func() {
 		e.Reset()
 		d.Reset()
 		copy(codes, e.EncodeFrame(pcm))
 		d.DecodeFrame(codes)
 	})
-	steady := testing.AllocsPerRun(20, func() {
+	steady := testalloc.PerRun(t, 20, func() {
 		copy(codes, e.EncodeFrame(pcm))
 		d.DecodeFrame(codes)
 	})

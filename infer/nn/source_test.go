@@ -8,6 +8,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // copiedLayers is a LayerSource handing out layers bound (BindTensor) to
@@ -96,7 +97,7 @@ func TestForwardFromSource(t *testing.T) {
 			t.Fatalf("pass %d: event %d is %d, want %d (log %v)", pass, pos, v, want, src.log[:2*n])
 		}
 	}
-	if allocs := testing.AllocsPerRun(10, func() { src.AcquireLayer(0) }); allocs != 0 {
+	if allocs := testalloc.PerRun(t, 10, func() { src.AcquireLayer(0) }); allocs != 0 {
 		t.Fatalf("rebinding a layer allocates %v times", allocs)
 	}
 }

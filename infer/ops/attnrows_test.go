@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // attnEngines is one single-threaded engine per kernel variant.
@@ -167,7 +169,7 @@ func TestAttnRowsNoAllocs(t *testing.T) {
 	dst := make([]float32, 64)
 	out := make([]float32, 128)
 	for name, e := range attnEngines(t) {
-		if n := testing.AllocsPerRun(50, func() {
+		if n := testalloc.PerRun(t, 50, func() {
 			e.DotRows(dst, c.q, c.mat, c.stride, c.rows)
 			e.AxpyRows(out, dst, c.mat, c.stride, c.rows)
 		}); n != 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // withComputeDType runs f in compute dtype name.
@@ -379,13 +380,13 @@ func TestBF16ModeNoAllocs(t *testing.T) {
 		for _, name := range KernelNames() {
 			withKernel(t, name, func() {
 				m.MatMul(dsts, xs) // the per-call buffer grows once
-				if n := testing.AllocsPerRun(10, func() { m.MatVec(dst, xs[0]) }); n != 0 {
+				if n := testalloc.PerRun(t, 10, func() { m.MatVec(dst, xs[0]) }); n != 0 {
 					t.Errorf("%s MatVec: %v allocs", name, n)
 				}
-				if n := testing.AllocsPerRun(3, func() { m.MatMul(dsts, xs) }); n != 0 {
+				if n := testalloc.PerRun(t, 3, func() { m.MatMul(dsts, xs) }); n != 0 {
 					t.Errorf("%s MatMul: %v allocs", name, n)
 				}
-				if n := testing.AllocsPerRun(20, func() { small.MatVec(dst, xs[0]) }); n != 0 {
+				if n := testalloc.PerRun(t, 20, func() { small.MatVec(dst, xs[0]) }); n != 0 {
 					t.Errorf("%s small MatVec: %v allocs", name, n)
 				}
 			})

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 func newTestEngine(t *testing.T, o EngineOptions) *Engine {
@@ -302,13 +303,13 @@ func TestEngineNoAllocs(t *testing.T) {
 	for _, dtype := range []string{"f32", "bf16"} {
 		e := newTestEngine(t, EngineOptions{Threads: 2, ComputeDType: dtype})
 		e.MatMul(m, dstMM, xs) // the bf16 per-call buffer grows once
-		if n := testing.AllocsPerRun(20, func() { e.MatVec(m, dst, x) }); n != 0 {
+		if n := testalloc.PerRun(t, 20, func() { e.MatVec(m, dst, x) }); n != 0 {
 			t.Errorf("%s MatVec: %v allocs", dtype, n)
 		}
-		if n := testing.AllocsPerRun(5, func() { e.MatMul(m, dstMM, xs) }); n != 0 {
+		if n := testalloc.PerRun(t, 5, func() { e.MatMul(m, dstMM, xs) }); n != 0 {
 			t.Errorf("%s MatMul: %v allocs", dtype, n)
 		}
-		if n := testing.AllocsPerRun(20, func() { _ = e.Dot(x, x); e.Axpy(dst, 0.5, x) }); n != 0 {
+		if n := testalloc.PerRun(t, 20, func() { _ = e.Dot(x, x); e.Axpy(dst, 0.5, x) }); n != 0 {
 			t.Errorf("%s Dot, Axpy: %v allocs", dtype, n)
 		}
 	}
@@ -458,7 +459,7 @@ func TestMatFromBytes(t *testing.T) {
 			if i := bitsEqual(got, exp); i >= 0 {
 				t.Fatalf("%s %dx%d: MatVec row %d differs", dt, rows, cols, i)
 			}
-			if n := testing.AllocsPerRun(10, func() { _, _ = MatFromBytes(rows, cols, dt, b) }); n != 0 {
+			if n := testalloc.PerRun(t, 10, func() { _, _ = MatFromBytes(rows, cols, dt, b) }); n != 0 {
 				t.Errorf("%s MatFromBytes: %v allocs", dt, n)
 			}
 			// A view: writing the bytes changes the matrix.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // The scalar references the vector forms must equal bit for bit: ops.GELU,
@@ -249,7 +251,7 @@ func TestMathVecNoAllocsAndPanics(t *testing.T) {
 		m[i] = 1
 	}
 	for _, e := range mathEngines() {
-		if a := testing.AllocsPerRun(20, func() {
+		if a := testalloc.PerRun(t, 20, func() {
 			e.ExpTo(d, x)
 			e.SiLUMul(d, x, m)
 			copy(d, x)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // The column-blocked tiles (several column blocks, row groups and passes
@@ -84,7 +85,7 @@ func TestMatMulTilesNoAllocs(t *testing.T) {
 			}
 			withKernel(t, name, func() {
 				for _, B := range []int{2, 5, 8} {
-					if n := testing.AllocsPerRun(50, func() { m.MatMul(dst[:B], xs[:B]) }); n != 0 {
+					if n := testalloc.PerRun(t, 50, func() { m.MatMul(dst[:B], xs[:B]) }); n != 0 {
 						t.Errorf("%s %s MatMul B=%d: %v allocs", name, dt, B, n)
 					}
 				}

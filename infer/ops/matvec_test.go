@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // withKernel runs f with kernel variant name selected.
@@ -308,16 +309,16 @@ func TestNoAllocs(t *testing.T) {
 	small := randMat(rng, weights.F32, 8, 40)
 	for _, name := range KernelNames() {
 		withKernel(t, name, func() {
-			if n := testing.AllocsPerRun(20, func() { m.MatVec(dst, x) }); n != 0 {
+			if n := testalloc.PerRun(t, 20, func() { m.MatVec(dst, x) }); n != 0 {
 				t.Errorf("%s MatVec: %v allocs", name, n)
 			}
-			if n := testing.AllocsPerRun(5, func() { m.MatMul(dsts, xs) }); n != 0 {
+			if n := testalloc.PerRun(t, 5, func() { m.MatMul(dsts, xs) }); n != 0 {
 				t.Errorf("%s MatMul: %v allocs", name, n)
 			}
-			if n := testing.AllocsPerRun(20, func() { small.MatVec(dst, x) }); n != 0 {
+			if n := testalloc.PerRun(t, 20, func() { small.MatVec(dst, x) }); n != 0 {
 				t.Errorf("%s small MatVec: %v allocs", name, n)
 			}
-			if n := testing.AllocsPerRun(20, func() { _ = Dot(x, x) }); n != 0 {
+			if n := testalloc.PerRun(t, 20, func() { _ = Dot(x, x) }); n != 0 {
 				t.Errorf("%s Dot: %v allocs", name, n)
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // softmaxTopK is the reference distribution: softmax(logits/temp) over the
@@ -161,7 +163,7 @@ func TestSampleGreedyAndSeed(t *testing.T) {
 	if !same(a, b) || same(a, c) {
 		t.Fatal("not deterministic per seed")
 	}
-	if allocs := testing.AllocsPerRun(100, func() { s.Sample(logits, true, 1, 3, r) }); allocs != 0 {
+	if allocs := testalloc.PerRun(t, 100, func() { s.Sample(logits, true, 1, 3, r) }); allocs != 0 {
 		t.Fatalf("%v allocations per sample", allocs)
 	}
 }

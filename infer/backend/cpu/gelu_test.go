@@ -6,6 +6,7 @@ import (
 
 	"github.com/pp-offline/pp-offline/infer/backend"
 	"github.com/pp-offline/pp-offline/infer/ops"
+	"github.com/pp-offline/pp-offline/internal/testalloc"
 )
 
 // The GELU of many rows runs on the engine's threads, in the engine's
@@ -41,7 +42,7 @@ func testGELUParallel(t *testing.T, kern string) {
 			t.Fatalf("element %d: %v, want %v", i, d[i], want[i])
 		}
 	}
-	if n := testing.AllocsPerRun(10, func() { c.Activate(view, backend.GELU) }); n != 0 {
+	if n := testalloc.PerRun(t, 10, func() { c.Activate(view, backend.GELU) }); n != 0 {
 		t.Fatalf("%v allocations per call", n)
 	}
 }
@@ -82,7 +83,7 @@ func testGateParallel(t *testing.T, kern string) {
 			t.Fatalf("element %d: %v, want %v", i, v, want[i])
 		}
 	}
-	if n := testing.AllocsPerRun(10, func() { c.Gate(out, in, backend.SiLU) }); n != 0 {
+	if n := testalloc.PerRun(t, 10, func() { c.Gate(out, in, backend.SiLU) }); n != 0 {
 		t.Fatalf("%v allocations per call", n)
 	}
 }
