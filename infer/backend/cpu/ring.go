@@ -36,6 +36,29 @@ type ring[E kvElem] struct {
 
 func newRingData[E kvElem](n int) *ring[E] { return &ring[E]{k: make([]E, n), v: make([]E, n)} }
 
+// ringData is a ring's storage, of either element type: what depends on
+// the type is a method of ring[E], and every ring operation reaches it
+// through dataOf (one check of the storage's type).
+type ringData interface {
+	shared() int
+	unshare(r *backend.Ring)
+	grown(r *backend.Ring, capacity int) ringData
+	copyTo(dst, src *backend.Ring)
+	fill(e *ops.Engine)
+	write(e *ops.Engine, r *backend.Ring, slot, hd int, k, v []float32)
+	attend(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid []int32, scores []float32)
+	keysValues() (k, v []float32)
+}
+
+// dataOf is r's storage (a CPU ring's).
+func dataOf(r *backend.Ring) ringData {
+	d, ok := r.Data.(ringData)
+	if !ok {
+		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
+	}
+	return d
+}
+
 // kvOf is r's storage, which must hold E.
 func kvOf[E kvElem](r *backend.Ring) *ring[E] {
 	d, ok := r.Data.(*ring[E])
@@ -48,31 +71,27 @@ func kvOf[E kvElem](r *backend.Ring) *ring[E] {
 // ringOf is the storage of a float32 ring.
 func ringOf(r *backend.Ring) *ring[float32] { return kvOf[float32](r) }
 
-// sharedSlots is how many slots r reads from a snapshot's storage.
-func sharedSlots(r *backend.Ring) int {
-	switch d := r.Data.(type) {
-	case *ring[float32]:
-		return d.np
-	case *ring[uint16]:
-		return d.np
+// store writes float32 values into a ring's elements: as they are, or
+// rounded to bf16 (ops' RoundBF16).
+func store[E kvElem](e *ops.Engine, dst []E, src []float32) {
+	switch d := any(dst).(type) {
+	case []float32:
+		copy(d, src)
+	case []uint16:
+		e.RoundBF16(d, src)
 	}
-	panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
 }
+
+// sharedSlots is how many slots r reads from a snapshot's storage.
+func sharedSlots(r *backend.Ring) int { return dataOf(r).shared() }
+
+func (d *ring[E]) shared() int { return d.np }
 
 // unshare makes r hold its shared slots in its own storage (copying them,
 // unless r holds no position any more: after Reset).
-func unshare(r *backend.Ring) {
-	switch d := r.Data.(type) {
-	case *ring[float32]:
-		unshareData(r, d)
-	case *ring[uint16]:
-		unshareData(r, d)
-	default:
-		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
-	}
-}
+func unshare(r *backend.Ring) { dataOf(r).unshare(r) }
 
-func unshareData[E kvElem](r *backend.Ring, d *ring[E]) {
+func (d *ring[E]) unshare(r *backend.Ring) {
 	if d.np == 0 {
 		return
 	}
@@ -108,27 +127,20 @@ func (c *CPU) GrowRing(r *backend.Ring, capacity int) {
 	if r.End > r.Capacity {
 		panic("cpu: GrowRing after the ring wrapped")
 	}
-	switch d := r.Data.(type) {
-	case *ring[float32]:
-		r.Data = grown(r, d, capacity)
-	case *ring[uint16]:
-		r.Data = grown(r, d, capacity)
-	default:
-		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
-	}
+	r.Data = dataOf(r).grown(r, capacity)
 	r.Capacity = capacity
 }
 
-// grown is old's positions in storage of the new capacity (the shared
-// slots still shared).
-func grown[E kvElem](r *backend.Ring, old *ring[E], capacity int) *ring[E] {
-	n := r.Heads * r.Dh * capacity
-	nr := &ring[E]{k: make([]E, n), v: make([]E, n), pk: old.pk, pv: old.pv, pc: old.pc, np: old.np}
+// grown is d's positions in storage of the new capacity (the shared slots
+// still shared).
+func (d *ring[E]) grown(r *backend.Ring, capacity int) ringData {
+	nr := newRingData[E](r.Heads * r.Dh * capacity)
+	nr.pk, nr.pv, nr.pc, nr.np = d.pk, d.pv, d.pc, d.np
 	oc, dh := r.Capacity*r.Dh, r.Dh
-	lo := min(old.np, r.End) * dh // the shared slots are not in old's storage
+	lo := min(d.np, r.End) * dh // the shared slots are not in d's storage
 	for h := 0; h < r.Heads; h++ {
-		copy(nr.k[h*capacity*dh+lo:], old.k[h*oc+lo:h*oc+r.End*dh])
-		copy(nr.v[h*capacity*dh+lo:], old.v[h*oc+lo:h*oc+r.End*dh])
+		copy(nr.k[h*capacity*dh+lo:], d.k[h*oc+lo:h*oc+r.End*dh])
+		copy(nr.v[h*capacity*dh+lo:], d.v[h*oc+lo:h*oc+r.End*dh])
 	}
 	return nr
 }
@@ -138,18 +150,12 @@ func grown[E kvElem](r *backend.Ring, old *ring[E], capacity int) *ring[E] {
 // nothing (into its own memory where KeepsCapacity, else a ring of src's
 // capacity). dst takes src's element type.
 func (c *CPU) CopyRing(dst, src *backend.Ring) {
-	switch s := src.Data.(type) {
-	case *ring[float32]:
-		copyRing(dst, src, s)
-	case *ring[uint16]:
-		copyRing(dst, src, s)
-	default:
-		panic(fmt.Sprintf("cpu: a ring of %T", src.Data))
-	}
+	dataOf(src).copyTo(dst, src)
 	dst.ElemBytes = src.ElemBytes
 }
 
-func copyRing[E kvElem](dst, src *backend.Ring, s *ring[E]) {
+// copyTo is CopyRing from src, whose storage s is.
+func (s *ring[E]) copyTo(dst, src *backend.Ring) {
 	d, same := dst.Data.(*ring[E])
 	keeps := same && backend.KeepsCapacity(dst, src)
 	if src.ReadOnly && s.np == 0 && src.End > 0 && src.End < src.Capacity {
@@ -186,74 +192,49 @@ func copyRing[E kvElem](dst, src *backend.Ring, s *ring[E]) {
 // FillRing implements backend.Backend (synthetic keys and values; a bf16
 // ring holds them rounded).
 func (c *CPU) FillRing(r *backend.Ring, n int) {
-	key := func(j int) float32 { return float32(j%13-6) * 0.01 }
-	val := func(j int) float32 { return float32(j%7-3) * 0.01 }
-	switch d := r.Data.(type) {
-	case *ring[float32]:
-		d.pk, d.pv, d.pc, d.np = nil, nil, 0, 0 // every slot is written
-		for j := range d.k {
-			d.k[j], d.v[j] = key(j), val(j)
-		}
-	case *ring[uint16]:
-		d.pk, d.pv, d.pc, d.np = nil, nil, 0, 0
-		var kb, vb [1024]float32
-		for j0 := 0; j0 < len(d.k); j0 += len(kb) {
-			m := min(len(kb), len(d.k)-j0)
-			for i := range m {
-				kb[i], vb[i] = key(j0+i), val(j0+i)
-			}
-			c.e.RoundBF16(d.k[j0:j0+m], kb[:m])
-			c.e.RoundBF16(d.v[j0:j0+m], vb[:m])
-		}
-	default:
-		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
-	}
+	dataOf(r).fill(c.e)
 	r.End += n
+}
+
+// fill writes every slot's synthetic keys and values.
+func (d *ring[E]) fill(e *ops.Engine) {
+	d.pk, d.pv, d.pc, d.np = nil, nil, 0, 0 // every slot is written
+	var kb, vb [1024]float32
+	for j0 := 0; j0 < len(d.k); j0 += len(kb) {
+		m := min(len(kb), len(d.k)-j0)
+		for i := range m {
+			j := j0 + i
+			kb[i], vb[i] = float32(j%13-6)*0.01, float32(j%7-3)*0.01
+		}
+		store(e, d.k[j0:j0+m], kb[:m])
+		store(e, d.v[j0:j0+m], vb[:m])
+	}
 }
 
 // writeHead stores head hd of one position's keys k and values v into the
 // ring's slot (never a shared one: Attend unshares first), rounded to bf16
 // in a bf16 ring.
 func writeHead(e *ops.Engine, r *backend.Ring, slot, hd int, k, v []float32) {
-	dh := r.Dh
-	kh, vh := k[hd*dh:(hd+1)*dh], v[hd*dh:(hd+1)*dh]
-	switch d := r.Data.(type) {
-	case *ring[float32]:
-		o := d.slotAt(r, slot, hd)
-		copy(d.k[o:o+dh], kh)
-		copy(d.v[o:o+dh], vh)
-	case *ring[uint16]:
-		o := d.slotAt(r, slot, hd)
-		e.RoundBF16(d.k[o:o+dh], kh)
-		e.RoundBF16(d.v[o:o+dh], vh)
-	default:
-		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
-	}
+	dataOf(r).write(e, r, slot, hd, k, v)
 }
 
-// slotAt is the offset of head hd's row of slot in the ring's own storage,
-// which must not be a shared slot.
-func (d *ring[E]) slotAt(r *backend.Ring, slot, hd int) int {
+func (d *ring[E]) write(e *ops.Engine, r *backend.Ring, slot, hd int, k, v []float32) {
 	if slot < d.np {
 		panic("cpu: a write into a ring's shared slot")
 	}
-	return (hd*r.Capacity + slot) * r.Dh
+	dh := r.Dh
+	o := (hd*r.Capacity + slot) * dh
+	store(e, d.k[o:o+dh], k[hd*dh:(hd+1)*dh])
+	store(e, d.v[o:o+dh], v[hd*dh:(hd+1)*dh])
 }
 
 // attendHead computes head hd of softmax(q·kᵀ/√d + mask)·v over the valid
 // slots into out (q and out: all heads), with scores as scratch.
 func attendHead(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid []int32, scores []float32) {
-	switch d := r.Data.(type) {
-	case *ring[float32]:
-		attendRows(e, r, d, hd, q, out, valid, scores)
-	case *ring[uint16]:
-		attendRows(e, r, d, hd, q, out, valid, scores)
-	default:
-		panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
-	}
+	dataOf(r).attend(e, r, hd, q, out, valid, scores)
 }
 
-func attendRows[E kvElem](e *ops.Engine, r *backend.Ring, d *ring[E], hd int, q, out []float32, valid []int32, scores []float32) {
+func (d *ring[E]) attend(e *ops.Engine, r *backend.Ring, hd int, q, out []float32, valid []int32, scores []float32) {
 	dh := r.Dh
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	qh := q[hd*dh : (hd+1)*dh]
@@ -370,15 +351,18 @@ func widenRows(e *ops.Engine, w []float32, mat []uint16, dh int, rows []int32) {
 // (inspection and tests): a bf16 ring's widened, in new slices.
 func KV(r *backend.Ring) (k, v []float32) {
 	unshare(r)
-	switch d := r.Data.(type) {
-	case *ring[float32]:
-		return d.k, d.v
-	case *ring[uint16]:
+	return dataOf(r).keysValues()
+}
+
+func (d *ring[E]) keysValues() (k, v []float32) {
+	switch dk := any(d.k).(type) {
+	case []float32:
+		return dk, any(d.v).([]float32)
+	case []uint16:
 		k, v = make([]float32, len(d.k)), make([]float32, len(d.v))
 		e := ops.Default()
-		e.WidenBF16(k, d.k)
-		e.WidenBF16(v, d.v)
-		return k, v
+		e.WidenBF16(k, dk)
+		e.WidenBF16(v, any(d.v).([]uint16))
 	}
-	panic(fmt.Sprintf("cpu: a ring of %T", r.Data))
+	return k, v
 }
