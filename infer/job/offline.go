@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pp-offline/pp-offline/audio"
@@ -167,8 +168,9 @@ func encodeAll(ctx context.Context, enc *mimi.Encoder, x []float32, frame int) (
 		clear(chunk)
 		copy(chunk, x[s:min(s+len(chunk), len(x))])
 		codes := enc.Encode(chunk)
-		for k := 0; k < len(codes); k += len(codes) / n {
-			out = append(out, append([]int(nil), codes[k:k+len(codes)/n]...))
+		nq := len(codes) / n
+		for f := range n {
+			out = append(out, slices.Clone(codes[f*nq:(f+1)*nq]))
 		}
 	}
 	return out, nil
