@@ -11,8 +11,8 @@ import (
 
 // Column-blocked register tiles of the matrix-matrix product
 // (mmtile_amd64.s). For each group of mmtGroupRows weight rows, the columns
-// run in blocks; for each block, each input tile (4 or 2 inputs on
-// AVX-512, 3 on AVX2) passes over every row tile of the group while its
+// run in blocks; for each block, each input tile (4, 3 or 2 inputs on
+// AVX-512, 3 on AVX2; mmtSplit) passes over every row tile of the group while its
 // block of inputs (≤ mmtXBytes) stays in L1, and the group's block of
 // weights stays in L2 for the next input tiles. A tile's 32-lane
 // accumulators go to memory between blocks. Each output keeps the lane
@@ -30,10 +30,16 @@ import (
 func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
 
 //go:noescape
+func mmtBF16AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
+
+//go:noescape
 func mmtBF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
 
 //go:noescape
 func mmtF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
+func mmtF16AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
 func mmtF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -42,16 +48,25 @@ func mmtF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, f
 func mmtF32AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
+func mmtF32AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
 func mmtF32AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
 func mmtQ8_0AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
+func mmtQ8_0AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
 func mmtQ8_0AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
 func mmtQ4_KAVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
+func mmtQ4_KAVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
 func mmtQ4_KAVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -68,6 +83,12 @@ func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, fl
 
 //go:noescape
 func mmtBF16AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
+func mmtBF16AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+
+//go:noescape
+func mmtF32AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
 func mmtF32AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -154,6 +175,61 @@ type mmtTile struct {
 	t0, n, T int
 }
 
+// mmtSplit splits n inputs into tiles of the kernels a variant has
+// (tmax inputs, and 3 and 2 where has3, has2), writing them to tiles and
+// returning their number: tiles of tmax, the remainder in one smaller
+// tile, and a remainder of 1 with a tile of tmax before it as 3 + 2
+// (tmax 4) or 2 + 2 (tmax 3), so that no slot computes a repeated input.
+// Where no kernel fits a tile's inputs exactly, it runs in the smallest
+// larger one, its other slots repeating its first input (their outputs
+// are dropped).
+func mmtSplit(tmax int, has3, has2 bool, n int, tiles *[mmtMaxT]mmtTile) int {
+	var sizes [mmtMaxT + 1]int
+	k := 0
+	q, r := n/tmax, n%tmax
+	if r == 1 && q > 0 && has2 && (tmax == 3 || tmax == 4 && has3) {
+		q, r = q-1, tmax+1
+	}
+	for range q {
+		sizes[k] = tmax
+		k++
+	}
+	switch {
+	case r > tmax: // 3 + 2 or 2 + 2
+		sizes[k], sizes[k+1] = r-2, 2
+		k += 2
+	case r > 0:
+		sizes[k] = r
+		k++
+	}
+	t0 := 0
+	for i, sz := range sizes[:k] {
+		T := tmax
+		switch {
+		case sz <= 2 && has2:
+			T = 2
+		case sz <= 3 && has3:
+			T = 3
+		}
+		tiles[i] = mmtTile{t0: t0, n: sz, T: T}
+		t0 += sz
+	}
+	return k
+}
+
+// mmtKernels is what mmtSplit needs of variant id's tiles for dtype dt
+// in a pass over inputs inputs.
+func mmtKernels(id kernelID, dt weights.DType, inputs int) (tmax int, has3, has2 bool) {
+	R, tmax, _ := mmtShape(id, dt, inputs)
+	if id == kAVX512 {
+		return tmax, true, true
+	}
+	return tmax, false, R == 2 && mmtAVX2Pairs
+}
+
+// mmtAVX2Pairs: the AVX2 two-row tiles also come with 2 inputs.
+const mmtAVX2Pairs = true
+
 // mmtShape is the tile of variant id for dtype dt in a pass over inputs
 // inputs: R weight rows × up to Tmax inputs, its state accF floats. The
 // AVX2 bf16 and f32 tiles are 2 rows × 3 inputs in two passes over a
@@ -207,16 +283,8 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 		return false
 	}
 	var tiles [mmtMaxT]mmtTile
-	ntiles := 0
-	for j := 0; j < tb; j += Tmax {
-		n := min(Tmax, tb-j)
-		T := Tmax
-		if isa == 1 && n <= 2 {
-			T = 2
-		}
-		tiles[ntiles] = mmtTile{t0: j, n: n, T: T}
-		ntiles++
-	}
+	tmax, has3, has2 := mmtKernels(k.id, m.DType, tb)
+	ntiles := mmtSplit(tmax, has3, has2, tb, &tiles)
 	cbk := max(256, mmtXBytes/(4*Tmax)&^255)
 	if isa == 2 && R == 2 {
 		// The two-pass tile reads its rows' block twice: half the block
@@ -242,23 +310,22 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 	nrt := mmtGroupRows / R // row tiles of a group
 	for p0 := 0; p0 < len(xs); p0 += tb {
 		p1 := min(p0+tb, len(xs))
+		na := ntiles // this pass's tiles
+		if p1-p0 < tb {
+			na = mmtSplit(tmax, has3, has2, p1-p0, &tiles)
+		}
 		for rg := r0; rg < rEnd; rg += mmtGroupRows {
 			re := min(rg+mmtGroupRows, rEnd)
 			for cb := 0; cb < nl; cb += cbk {
 				n := min(cbk, nl-cb)
 				fl := blockFlags(cb, n, nl)
-				// The last pass may be shorter: its tiles are a prefix.
-				na := 0 // its tiles
-				for na < ntiles && p0+tiles[na].t0 < p1 {
-					na++
-				}
 				var next mmtBlock
 				if spread {
 					next = mmtNextBlock(r0, rEnd, nl, cbk, p1 < len(xs), rg, re, cb, n)
 				}
 				for ti := range na {
 					tl := tiles[ti]
-					tn := min(tl.n, p1-p0-tl.t0)
+					tn := tl.n
 					acc := s.acc[ti*nrt*accF : (ti+1)*nrt*accF]
 					f := fl
 					var pf *byte
@@ -284,8 +351,11 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 						continue
 					}
 					rs, ts := tl.T, 1 // output (r, t) at acc[r·rs + t·ts]
-					if isa == 1 && tl.T == 4 {
+					switch {
+					case isa == 1 && tl.T == 4:
 						rs, ts = 1, 4 // the 3×4 tiles' transposed sums (ZTREE12)
+					case isa == 2 && R == 2:
+						rs = 3 // the AVX2 2 × 2 tiles' sums sit as the 2 × 3 ones'
 					}
 					mmtScatter(dst[p0+tl.t0:p0+tl.t0+tn], acc, rg, (re-rg)/R, R, rs, ts, accF)
 				}
@@ -387,33 +457,63 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		w, stride = &m.q[r*rb+off], rb
 	}
 	switch {
-	case id == kAVX512 && T == 4:
-		switch m.DType {
-		case weights.BF16:
-			mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, pf)
-		case weights.F16:
-			mmtF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
-		case weights.F32:
-			mmtF32AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
-		case weights.Q8_0:
-			mmtQ8_0AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
-		case weights.Q4_K:
-			mmtQ4_KAVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
-		}
 	case id == kAVX512:
+		// Direct calls: through a func value the arguments would escape.
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt, pf)
+			switch T {
+			case 4:
+				mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, pf)
+			case 3:
+				mmtBF16AVX512x3(w, stride, xp, n, &acc[0], fl, nrt, pf)
+			default:
+				mmtBF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt, pf)
+			}
 		case weights.F16:
-			mmtF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			switch T {
+			case 4:
+				mmtF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+			case 3:
+				mmtF16AVX512x3(w, stride, xp, n, &acc[0], fl, nrt)
+			default:
+				mmtF16AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			}
 		case weights.F32:
-			mmtF32AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			switch T {
+			case 4:
+				mmtF32AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+			case 3:
+				mmtF32AVX512x3(w, stride, xp, n, &acc[0], fl, nrt)
+			default:
+				mmtF32AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			}
 		case weights.Q8_0:
-			mmtQ8_0AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			switch T {
+			case 4:
+				mmtQ8_0AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+			case 3:
+				mmtQ8_0AVX512x3(w, stride, xp, n, &acc[0], fl, nrt)
+			default:
+				mmtQ8_0AVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			}
 		case weights.Q4_K:
-			mmtQ4_KAVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			switch T {
+			case 4:
+				mmtQ4_KAVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+			case 3:
+				mmtQ4_KAVX512x3(w, stride, xp, n, &acc[0], fl, nrt)
+			default:
+				mmtQ4_KAVX512x2(w, stride, xp, n, &acc[0], fl, nrt)
+			}
 		}
-	case R == 2: // the AVX2 two-row tiles (mmtShape)
+	case R == 2 && T == 2: // the AVX2 two-row tiles (mmtShape)
+		switch m.DType {
+		case weights.BF16:
+			mmtBF16AVX2x2x2(w, stride, xp, n, &acc[0], fl, nrt)
+		case weights.F32:
+			mmtF32AVX2x2x2(w, stride, xp, n, &acc[0], fl, nrt)
+		}
+	case R == 2:
 		switch m.DType {
 		case weights.BF16:
 			mmtBF16AVX2x2x3(w, stride, xp, n, &acc[0], fl, nrt)

@@ -41,7 +41,7 @@
 // stride, pf + 2·stride); each row tile moves pf on by the rows it
 // prefetched (see MTLOOPN).
 //
-// AVX-512 tiles: 3 rows × 4 (or 2) inputs; output i's lanes 0-15 and 16-31
+// AVX-512 tiles: 3 rows × 4, 3 or 2 inputs; output i's lanes 0-15 and 16-31
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
 // weights through Z24-Z26, inputs through Z27 (x pointers BX, CX, DX, DI),
 // Q8_0 scales or Q4_K tables in Z28-Z30 (bf16: the odd columns' mask in
@@ -58,6 +58,32 @@
 #define FL_PFN 8
 #define FL_PFN3 16
 
+// ZLOAD18 / ZSTORE18 / ZZERO18: a 3 × 3 tile's state, Z0-Z17.
+#define ZLOAD18(P) \
+	ZLOAD12(P); \
+	VMOVUPS 768(P), Z12; \
+	VMOVUPS 832(P), Z13; \
+	VMOVUPS 896(P), Z14; \
+	VMOVUPS 960(P), Z15; \
+	VMOVUPS 1024(P), Z16; \
+	VMOVUPS 1088(P), Z17
+#define ZSTORE18(P) \
+	ZSTORE12(P); \
+	VMOVUPS Z12, 768(P); \
+	VMOVUPS Z13, 832(P); \
+	VMOVUPS Z14, 896(P); \
+	VMOVUPS Z15, 960(P); \
+	VMOVUPS Z16, 1024(P); \
+	VMOVUPS Z17, 1088(P)
+#define ZZERO18 \
+	ZZERO12; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17
+
 #define ZHSUM6 \
 	HSUM32_512(Z0, Z1, X0, 0(R11)); \
 	HSUM32_512(Z2, Z3, X2, 4(R11)); \
@@ -65,6 +91,13 @@
 	HSUM32_512(Z6, Z7, X6, 12(R11)); \
 	HSUM32_512(Z8, Z9, X8, 16(R11)); \
 	HSUM32_512(Z10, Z11, X10, 20(R11))
+
+// ZHSUM9: a 3×3 tile's outputs (ZHSUM6's six, then three more).
+#define ZHSUM9 \
+	ZHSUM6; \
+	HSUM32_512(Z12, Z13, X12, 24(R11)); \
+	HSUM32_512(Z14, Z15, X14, 28(R11)); \
+	HSUM32_512(Z16, Z17, X16, 32(R11))
 
 #define YLOAD12(P) \
 	VMOVUPS 0(P), Y0; \
@@ -143,6 +176,12 @@
 	HSUMEO512(Z6, Z7, X6, X7, 12(R11)); \
 	HSUMEO512(Z8, Z9, X8, X9, 16(R11)); \
 	HSUMEO512(Z10, Z11, X10, X11, 20(R11))
+
+#define ZHSUM9EO \
+	ZHSUM6EO; \
+	HSUMEO512(Z12, Z13, X12, X13, 24(R11)); \
+	HSUMEO512(Z14, Z15, X14, X15, 28(R11)); \
+	HSUMEO512(Z16, Z17, X16, X17, 32(R11))
 
 // ZHSUM12EO: the bf16 3×4 tile's 12 outputs (even lanes in Z(2i), odd
 // in Z(2i+1)): the transposed tree (ZTREE12) of the even registers and of
@@ -246,37 +285,30 @@ next: \
 // ---- AVX-512: the FMAs of one 16-lane half of 32 columns, weights of
 // the 3 rows in Z24-Z26 ----
 
-#define MT4FMA(XOFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
-	VMOVUPS XOFF(BX)(AX*4), Z27; \
-	VFMADD231PS Z27, Z24, A0; \
-	VFMADD231PS Z27, Z25, B0; \
-	VFMADD231PS Z27, Z26, C0; \
-	VMOVUPS XOFF(CX)(AX*4), Z27; \
-	VFMADD231PS Z27, Z24, A1; \
-	VFMADD231PS Z27, Z25, B1; \
-	VFMADD231PS Z27, Z26, C1; \
-	VMOVUPS XOFF(DX)(AX*4), Z27; \
-	VFMADD231PS Z27, Z24, A2; \
-	VFMADD231PS Z27, Z25, B2; \
-	VFMADD231PS Z27, Z26, C2; \
-	VMOVUPS XOFF(DI)(AX*4), Z27; \
-	VFMADD231PS Z27, Z24, A3; \
-	VFMADD231PS Z27, Z25, B3; \
-	VFMADD231PS Z27, Z26, C3
+// MT1FMA: input P's 16 lanes at XOFF times the 3 rows' weights, into A
+// (row 0), B and C.
+#define MT1FMA(P, XOFF, A, B, C) \
+	VMOVUPS XOFF(P)(AX*4), Z27; \
+	VFMADD231PS Z27, Z24, A; \
+	VFMADD231PS Z27, Z25, B; \
+	VFMADD231PS Z27, Z26, C
 
 #define MT2FMA(XOFF, A0, A1, B0, B1, C0, C1) \
-	VMOVUPS XOFF(BX)(AX*4), Z27; \
-	VFMADD231PS Z27, Z24, A0; \
-	VFMADD231PS Z27, Z25, B0; \
-	VFMADD231PS Z27, Z26, C0; \
-	VMOVUPS XOFF(CX)(AX*4), Z27; \
-	VFMADD231PS Z27, Z24, A1; \
-	VFMADD231PS Z27, Z25, B1; \
-	VFMADD231PS Z27, Z26, C1
+	MT1FMA(BX, XOFF, A0, B0, C0); \
+	MT1FMA(CX, XOFF, A1, B1, C1)
+#define MT3FMA(XOFF, A0, A1, A2, B0, B1, B2, C0, C1, C2) \
+	MT2FMA(XOFF, A0, A1, B0, B1, C0, C1); \
+	MT1FMA(DX, XOFF, A2, B2, C2)
+#define MT4FMA(XOFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
+	MT3FMA(XOFF, A0, A1, A2, B0, B1, B2, C0, C1, C2); \
+	MT1FMA(DI, XOFF, A3, B3, C3)
 
-// Output (r, t) of a 3×4 tile is i = 4r+t, of a 3×2 tile i = 2r+t.
+// Output (r, t) of a 3×4 tile is i = 4r+t, of a 3×3 tile i = 3r+t, of a
+// 3×2 tile i = 2r+t.
 #define MT4FMA_LO(XOFF) MT4FMA(XOFF, Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14, Z16, Z18, Z20, Z22)
 #define MT4FMA_HI(XOFF) MT4FMA(XOFF, Z1, Z3, Z5, Z7, Z9, Z11, Z13, Z15, Z17, Z19, Z21, Z23)
+#define MT3FMA_LO(XOFF) MT3FMA(XOFF, Z0, Z2, Z4, Z6, Z8, Z10, Z12, Z14, Z16)
+#define MT3FMA_HI(XOFF) MT3FMA(XOFF, Z1, Z3, Z5, Z7, Z9, Z11, Z13, Z15, Z17)
 #define MT2FMA_LO(XOFF) MT2FMA(XOFF, Z0, Z2, Z4, Z6, Z8, Z10)
 #define MT2FMA_HI(XOFF) MT2FMA(XOFF, Z1, Z3, Z5, Z7, Z9, Z11)
 
@@ -399,10 +431,13 @@ loopPF3: \
 	MTENDP(STORE, HSUMS, $1536, PFADV3)
 
 #define BODY4(W, OFF1) W(0); MT4FMA_LO(0); W(OFF1); MT4FMA_HI(64)
+#define BODY3X(W, OFF1) W(0); MT3FMA_LO(0); W(OFF1); MT3FMA_HI(64)
 #define BODY2(W, OFF1) W(0); MT2FMA_LO(0); W(OFF1); MT2FMA_HI(64)
 #define BODY4_BF16 W3_BF16E; MT4FMA_LO(0); W3_BF16O; MT4FMA_HI(64)
+#define BODY3X_BF16 W3_BF16E; MT3FMA_LO(0); W3_BF16O; MT3FMA_HI(64)
 #define BODY2_BF16 W3_BF16E; MT2FMA_LO(0); W3_BF16O; MT2FMA_HI(64)
 #define BODY4_Q8 Q8SC3; W3_Q8(2); MT4FMA_LO(0); W3_Q8(18); MT4FMA_HI(64)
+#define BODY3X_Q8 Q8SC3; W3_Q8(2); MT3FMA_LO(0); W3_Q8(18); MT3FMA_HI(64)
 #define BODY2_Q8 Q8SC3; W3_Q8(2); MT2FMA_LO(0); W3_Q8(18); MT2FMA_HI(64)
 
 #define MT512(XN, LOAD, ZERO, STORE, HSUMS, PF, BODY, STEP) \
@@ -701,8 +736,10 @@ DATA mmtIota<>+8(SB)/8, $0x0f0e0d0c0b0a0908
 GLOBL mmtIota<>(SB), RODATA|NOPTR, $16
 
 #define BODY4_F16 BODY4(W3_F16, 32)
+#define BODY3X_F16 BODY3X(W3_F16, 32)
 #define BODY2_F16 BODY2(W3_F16, 32)
 #define BODY4_F32 BODY4(W3_F32, 64)
+#define BODY3X_F32 BODY3X(W3_F32, 64)
 #define BODY2_F32 BODY2(W3_F32, 64)
 #define BODY3_BF16 W1_BF16EO(0, MT3_0, MT3_2); W1_BF16EO(32, MT3_1, MT3_3)
 #define BODY3_F16 BODY3(W1_F16, 16, 32, 48)
@@ -715,6 +752,10 @@ TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Z28
 	MT512N(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12EO, BODY4_BF16)
 
+TEXT ·mmtBF16AVX512x3(SB), NOSPLIT, $0-64
+	VPBROADCASTD mmtHiMask<>(SB), Z28
+	MT512N(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9EO, BODY3X_BF16)
+
 TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Z28
 	MT512N(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6EO, BODY2_BF16)
@@ -722,11 +763,17 @@ TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-64
 TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_F16, $64)
 
+TEXT ·mmtF16AVX512x3(SB), NOSPLIT, $0-56
+	MT512(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9, PF3_1, BODY3X_F16, $64)
+
 TEXT ·mmtF16AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_F16, $64)
 
 TEXT ·mmtF32AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_2, BODY4_F32, $128)
+
+TEXT ·mmtF32AVX512x3(SB), NOSPLIT, $0-56
+	MT512(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9, PF3_2, BODY3X_F32, $128)
 
 TEXT ·mmtF32AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_2, BODY2_F32, $128)
@@ -734,11 +781,17 @@ TEXT ·mmtF32AVX512x2(SB), NOSPLIT, $0-56
 TEXT ·mmtQ8_0AVX512x4(SB), NOSPLIT, $0-56
 	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_Q8, $34)
 
+TEXT ·mmtQ8_0AVX512x3(SB), NOSPLIT, $0-56
+	MT512(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9, PF3_1, BODY3X_Q8, $34)
+
 TEXT ·mmtQ8_0AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_Q8, $34)
 
 TEXT ·mmtQ4_KAVX512x4(SB), $384-56
 	MTQ4K512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, MT4FMA_LO, MT4FMA_HI)
+
+TEXT ·mmtQ4_KAVX512x3(SB), $384-56
+	MTQ4K512(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9, MT3FMA_LO, MT3FMA_HI)
 
 TEXT ·mmtQ4_KAVX512x2(SB), $384-56
 	MTQ4K512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, MT2FMA_LO, MT2FMA_HI)
@@ -762,7 +815,7 @@ TEXT ·mmtQ8_0AVX2x3(SB), NOSPLIT, $0-56
 TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
 	MTQ4K256
 
-// ---- AVX2: 2 rows × 3 inputs in two passes ----
+// ---- AVX2: 2 rows × 3 (or 2) inputs in two passes ----
 //
 // The 32-lane contract needs 4 ymm an output, so a 1 × 3 tile fills 12 of
 // the 16 registers and loads an input operand for every FMA. Lanes 0-15
@@ -793,32 +846,49 @@ TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
 #define R2X3H0(XOFF) R2X3(XOFF, Y0, Y1, Y2, Y3, Y4, Y5)
 #define R2X3H1(XOFF) R2X3(XOFF, Y6, Y7, Y8, Y9, Y10, Y11)
 
+// R2X2: the same with 2 inputs (the 2 × 2 tile keeps the 2 × 3 tile's
+// registers, those of input 2 staying zero, and its sums' places).
+#define R2X2(XOFF, A0, A1, B0, B1) \
+	VMOVUPS XOFF(BX)(AX*4), Y15; \
+	VFMADD231PS Y15, Y12, A0; \
+	VFMADD231PS Y15, Y13, B0; \
+	VMOVUPS XOFF(CX)(AX*4), Y15; \
+	VFMADD231PS Y15, Y12, A1; \
+	VFMADD231PS Y15, Y13, B1
+#define R2X2H0(XOFF) R2X2(XOFF, Y0, Y1, Y3, Y4)
+#define R2X2H1(XOFF) R2X2(XOFF, Y6, Y7, Y9, Y10)
+
 // bf16 (the even/odd layout), one half of a group: its 16 columns at
 // WOFF, the even lanes' inputs at XE, the odd lanes' at XO (Y14 = the
-// mask); Y15 holds a row's raw bf16 before it widens.
-#define R2BF16(WOFF, XE, XO) \
+// mask; H0, H1: R2X3H0/H1 or R2X2H0/H1); Y15 holds a row's raw bf16
+// before it widens.
+#define R2BF16(WOFF, XE, XO, H0, H1) \
 	VMOVDQU WOFF(SI), Y15; \
 	VPSLLD $16, Y15, Y12; \
 	VMOVDQU WOFF(R9), Y15; \
 	VPSLLD $16, Y15, Y13; \
-	R2X3H0(XE); \
+	H0(XE); \
 	VPAND WOFF(SI), Y14, Y12; \
 	VPAND WOFF(R9), Y14, Y13; \
-	R2X3H1(XO)
-#define R2BF16A R2BF16(0, 0, 64)
-#define R2BF16B R2BF16(32, 32, 96)
+	H1(XO)
+#define R2BF16A R2BF16(0, 0, 64, R2X3H0, R2X3H1)
+#define R2BF16B R2BF16(32, 32, 96, R2X3H0, R2X3H1)
+#define R2BF16A2 R2BF16(0, 0, 64, R2X2H0, R2X2H1)
+#define R2BF16B2 R2BF16(32, 32, 96, R2X2H0, R2X2H1)
 
 // f32, one half of a group: lane groups at byte offsets O0, O1 (weights
 // and inputs alike).
-#define R2F32(O0, O1) \
+#define R2F32(O0, O1, H0, H1) \
 	VMOVUPS O0(SI), Y12; \
 	VMOVUPS O0(R9), Y13; \
-	R2X3H0(O0); \
+	H0(O0); \
 	VMOVUPS O1(SI), Y12; \
 	VMOVUPS O1(R9), Y13; \
-	R2X3H1(O1)
-#define R2F32A R2F32(0, 32)
-#define R2F32B R2F32(64, 96)
+	H1(O1)
+#define R2F32A R2F32(0, 32, R2X3H0, R2X3H1)
+#define R2F32B R2F32(64, 96, R2X3H0, R2X3H1)
+#define R2F32A2 R2F32(0, 32, R2X2H0, R2X2H1)
+#define R2F32B2 R2F32(64, 96, R2X2H0, R2X2H1)
 
 // R2ADDA: the fold 16 apart of every output: pass A's registers (at R11)
 // added to pass B's.
@@ -883,11 +953,12 @@ ZL: \
 	YZERO12; \
 RL:
 
-// MT2X3: the two-pass kernel body (BODYA, BODYB: a group of pass A and
-// B; STEP: a group's bytes per row; SUMS: the last block's sums).
-#define MT2X3(BODYA, BODYB, STEP, SUMS) \
+// MT2X3: the two-pass kernel body (XP: its inputs' pointers, XP3 or XP2;
+// BODYA, BODYB: a group of pass A and B; STEP: a group's bytes per row;
+// SUMS: the last block's sums).
+#define MT2X3(XP, BODYA, BODYB, STEP, SUMS) \
 	MOVQ xs+16(FP), AX; \
-	XP3; \
+	XP; \
 	MOVQ stride+8(FP), R8; \
 	LEAQ (R8)(R8*1), R13; \
 tile: \
@@ -933,10 +1004,18 @@ next: \
 
 TEXT ·mmtBF16AVX2x2x3(SB), NOSPLIT, $0-56
 	VPBROADCASTD mmtHiMask<>(SB), Y14
-	MT2X3(R2BF16A, R2BF16B, $64, R2SUMBF16)
+	MT2X3(XP3, R2BF16A, R2BF16B, $64, R2SUMBF16)
 
 TEXT ·mmtF32AVX2x2x3(SB), NOSPLIT, $0-56
-	MT2X3(R2F32A, R2F32B, $128, R2SUMF32)
+	MT2X3(XP3, R2F32A, R2F32B, $128, R2SUMF32)
+
+// The 2 × 2 tiles: outputs (r, t) at acc[3r + t], as the 2 × 3 tile's.
+TEXT ·mmtBF16AVX2x2x2(SB), NOSPLIT, $0-56
+	VPBROADCASTD mmtHiMask<>(SB), Y14
+	MT2X3(XP2, R2BF16A2, R2BF16B2, $64, R2SUMBF16)
+
+TEXT ·mmtF32AVX2x2x2(SB), NOSPLIT, $0-56
+	MT2X3(XP2, R2F32A2, R2F32B2, $128, R2SUMF32)
 
 // func mmtEvenOdd(dst, src *float32, n int): src's n floats (a multiple
 // of 32) in the bf16 tiles' input layout: per 32-float group, its 16 even
