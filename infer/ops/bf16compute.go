@@ -322,8 +322,9 @@ var bf16StatePool = sync.Pool{New: func() any { return new(bf16State) }}
 
 // bf16MMRange computes rows [r0, r1) of dst[t] = m·x_t for all t, x_t the
 // rounded activations xb[t·Cols:(t+1)·Cols]. The assembly path works in
-// register tiles of 3 rows × 4 inputs over blocks of inputs that stay in
-// L2 (as mmRange); each output equals the bf16-mode MatVec's.
+// register tiles of 3 rows × 4 inputs (and one or two tiles of 3 or 2 for
+// the rest) over blocks of inputs that stay in L2 (as mmRange); each
+// output equals the bf16-mode MatVec's.
 func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 	c := m.Cols
 	nl := c &^ (bf16Block - 1)
@@ -349,7 +350,26 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 		defer bf16StatePool.Put(st)
 		for t0 := 0; t0 < T; t0 += tb {
 			t1 := min(t0+tb, T)
-			nt := (t1 - t0) / TT // input tiles
+			// Input tiles of 4, the rest in tiles of 3 or 2 (mmtSplit: a
+			// rest of 1 turns the last 4 into 3 + 2); a single input
+			// runs on the MV kernel.
+			full, rest := (t1-t0)/TT, (t1-t0)%TT
+			if rest == 1 && full > 0 {
+				full, rest = full-1, rest+TT
+			}
+			var tail [mmtMaxT]mmtTile
+			nrest := 0
+			if rest > 1 {
+				nrest = mmtSplit(TT, true, true, rest, &tail)
+			}
+			nt := full + nrest // input tiles
+			tile := func(ti int) (t, tn int) {
+				if ti < full {
+					return t0 + ti*TT, TT
+				}
+				tl := tail[ti-full]
+				return t0 + full*TT + tl.t0, tl.T
+			}
 			if need := bf16GroupRows / R * nt * bf16AccFloats; len(st.acc) < need {
 				st.acc = make([]float32, need)
 			}
@@ -364,23 +384,23 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 					n := min(cbk, nl-cb)
 					fl := blockFlags(cb, n, nl)
 					for ti := range nt {
-						t := t0 + ti*TT
+						t, tn := tile(ti)
 						for r := rg; r < re; r += R {
 							k := ((r-rg)/R*nt + ti) * bf16AccFloats
 							acc := st.acc[k : k+bf16AccFloats]
-							archBF16MM(m, r, cb, n, xb, t, &out, acc, fl, ti == 0)
+							archBF16MM(m, r, cb, n, xb, t, tn, &out, acc, fl, ti == 0)
 							if fl&blockFinal == 0 {
 								continue
 							}
-							for j := range TT {
+							for j := range tn {
 								d := dst[t+j][r : r+R]
 								d[0], d[1], d[2] = out[4*j], out[4*j+1], out[4*j+2] // output (i, j) at out[4j+i]
 							}
 						}
 					}
 				}
-				for t := t0 + nt*TT; t < t1; t++ {
-					m.bf16MV(asm, rg, re, nl, xb[t*c:], dst[t])
+				if rest == 1 {
+					m.bf16MV(asm, rg, re, nl, xb[(t1-1)*c:], dst[t1-1])
 				}
 			}
 			if r := rEnd; r < r1 {

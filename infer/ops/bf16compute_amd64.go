@@ -20,6 +20,12 @@ func dpbf16Peak512(n int) float32
 func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf *uint16, acc *float32, flags int)
 
 //go:noescape
+func mmDPBF16x3(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf *uint16, acc *float32, flags int)
+
+//go:noescape
+func mmDPBF16x2(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf *uint16, acc *float32, flags int)
+
+//go:noescape
 func cvtBF16AVX512(dst *uint16, src *float32, n int)
 
 // dpbf16Lanes is one VDPBF16PS on 16 lanes, cvtBF16Hi one VCVTNEPS2BF16
@@ -62,15 +68,18 @@ func archBF16MV(m Mat, r0, r1, nl int, xb []uint16, dst []float32) {
 }
 
 // archBF16MM runs the VDPBF16PS register tile on one column block: rows
-// [r, r+3) × the inputs xb[(t+j)·Cols:] for j < 4, columns [cb, cb+n). It
-// starts from the tile's state in acc (blockLoad) or from zero, and ends
-// with the sums in out[4j+i] (row i, input j; blockFinal) or its state
-// back in acc. With pf it prefetches the next row tile's block (rows r+3
-// to r+5, the same columns) to L2.
-func archBF16MM(m Mat, r, cb, n int, xb []uint16, t int, out *[16]float32, acc []float32, flags int, pf bool) {
+// [r, r+3) × the inputs xb[(t+j)·Cols:] for j < T (2, 3 or 4), columns
+// [cb, cb+n). It starts from the tile's state in acc (blockLoad) or from
+// zero, and ends with the sums in out[4j+i] (row i, input j; blockFinal)
+// or its state back in acc. With pf it prefetches the next row tile's
+// block (rows r+3 to r+5, the same columns) to L2.
+func archBF16MM(m Mat, r, cb, n int, xb []uint16, t, T int, out *[16]float32, acc []float32, flags int, pf bool) {
 	c := m.Cols
+	if T < 2 || T > 4 {
+		panic("ops: kernel bounds")
+	}
 	var p [4]*uint16
-	for j := range 4 {
+	for j := range T {
 		x := xb[(t+j)*c+cb:]
 		if len(x) < n {
 			panic("ops: kernel bounds")
@@ -87,5 +96,12 @@ func archBF16MM(m Mat, r, cb, n int, xb []uint16, t int, out *[16]float32, acc [
 	if i := (r+3)*c + cb; pf && i < len(m.u16) {
 		pp = &m.u16[i]
 	}
-	mmDPBF16(&w[0], c, &p, n, out, pp, &acc[0], flags)
+	switch T {
+	case 4:
+		mmDPBF16(&w[0], c, &p, n, out, pp, &acc[0], flags)
+	case 3:
+		mmDPBF16x3(&w[0], c, &p, n, out, pp, &acc[0], flags)
+	default:
+		mmDPBF16x2(&w[0], c, &p, n, out, pp, &acc[0], flags)
+	}
 }

@@ -63,30 +63,99 @@
 // Z(8r+2t+1) (16-31); out[4t+r] (ZHSUM12's transposed sums). Weights in
 // Z24-Z26, inputs through Z27.
 // OFF is the byte offset of the half (0 or 64) in both weights and inputs.
-#define MMDP_HALF(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
+#define MMDP_W3(OFF) \
 	VMOVUPS OFF(SI)(AX*2), Z24; \
 	VMOVUPS OFF(R9)(AX*2), Z25; \
-	VMOVUPS OFF(R10)(AX*2), Z26; \
-	VMOVUPS OFF(BX)(AX*2), Z27; \
-	DPBF16(27, 24, A0); \
-	DPBF16(27, 25, B0); \
-	DPBF16(27, 26, C0); \
-	VMOVUPS OFF(CX)(AX*2), Z27; \
-	DPBF16(27, 24, A1); \
-	DPBF16(27, 25, B1); \
-	DPBF16(27, 26, C1); \
-	VMOVUPS OFF(DX)(AX*2), Z27; \
-	DPBF16(27, 24, A2); \
-	DPBF16(27, 25, B2); \
-	DPBF16(27, 26, C2); \
-	VMOVUPS OFF(DI)(AX*2), Z27; \
-	DPBF16(27, 24, A3); \
-	DPBF16(27, 25, B3); \
-	DPBF16(27, 26, C3)
+	VMOVUPS OFF(R10)(AX*2), Z26
+// MMDP_X: input P's half at OFF times the 3 rows, into A (row 0), B, C.
+#define MMDP_X(P, OFF, A, B, C) \
+	VMOVUPS OFF(P)(AX*2), Z27; \
+	DPBF16(27, 24, A); \
+	DPBF16(27, 25, B); \
+	DPBF16(27, 26, C)
+#define MMDP_HALF2(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
+	MMDP_W3(OFF); \
+	MMDP_X(BX, OFF, A0, B0, C0); \
+	MMDP_X(CX, OFF, A1, B1, C1)
+#define MMDP_HALF3(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
+	MMDP_HALF2(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3); \
+	MMDP_X(DX, OFF, A2, B2, C2)
+#define MMDP_HALF(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3) \
+	MMDP_HALF3(OFF, A0, A1, A2, A3, B0, B1, B2, B3, C0, C1, C2, C3); \
+	MMDP_X(DI, OFF, A3, B3, C3)
 
-#define MMDP_STEP \
-	MMDP_HALF(0, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22); \
-	MMDP_HALF(64, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23)
+// MMDP_STEP(H): 64 columns of the tile with H = MMDP_HALF (4 inputs),
+// MMDP_HALF3 or MMDP_HALF2 (the tiles of 3 and 2 inputs keep the 3 × 4
+// tile's registers and sums' places; those of the missing inputs stay
+// zero).
+#define MMDP_STEP(H) \
+	H(0, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22); \
+	H(64, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23)
+
+// func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf *uint16, acc *float32, flags int)
+// One column block of nl columns (a multiple of 64) of the 3 × 4 tile
+// (mmDPBF16x3, mmDPBF16x2: of 3 or 2 inputs, xs's first).
+// flags&1: the accumulators start from acc's 24 × 16 floats (the tile's
+// state after the previous blocks), else from zero; flags&2: this is the
+// last block, the sums go to out (ZHSUM12), else the accumulators go back
+// to acc. With pf ≠ nil each step of 64 columns also prefetches to L2 the
+// same 128 bytes of the 3 rows from pf on (the next row tile's block).
+#define MMDP_KERNEL(H) \
+	MOVQ w+0(FP), SI; \
+	MOVQ stride+8(FP), R8; \
+	SHLQ $1, R8; \
+	LEAQ (SI)(R8*1), R9; \
+	LEAQ (R9)(R8*1), R10; \
+	MOVQ xs+16(FP), AX; \
+	MOVQ 0(AX), BX; \
+	MOVQ 8(AX), CX; \
+	MOVQ 16(AX), DX; \
+	MOVQ 24(AX), DI; \
+	MOVQ nl+24(FP), R12; \
+	MOVQ acc+48(FP), R11; \
+	TESTQ $1, flags+56(FP); \
+	JNZ load; \
+	ZZERO24; \
+	JMP start; \
+load: \
+	ZLOAD24(R11); \
+start: \
+	XORQ AX, AX; \
+	MOVQ pf+40(FP), R13; \
+	CMPQ R13, $0; \
+	JNE loopPF; \
+loop: \
+	MMDP_STEP(H); \
+	ADDQ $64, AX; \
+	CMPQ AX, R12; \
+	JLT loop; \
+	JMP done; \
+loopPF: \
+	LEAQ (R13)(AX*2), R11; \
+	PREFETCHT1 (R11); \
+	PREFETCHT1 64(R11); \
+	ADDQ R8, R11; \
+	PREFETCHT1 (R11); \
+	PREFETCHT1 64(R11); \
+	ADDQ R8, R11; \
+	PREFETCHT1 (R11); \
+	PREFETCHT1 64(R11); \
+	MMDP_STEP(H); \
+	ADDQ $64, AX; \
+	CMPQ AX, R12; \
+	JLT loopPF; \
+done: \
+	TESTQ $2, flags+56(FP); \
+	JNZ reduce; \
+	MOVQ acc+48(FP), R11; \
+	ZSTORE24(R11); \
+	VZEROUPPER; \
+	RET; \
+reduce: \
+	MOVQ out+32(FP), R11; \
+	ZHSUM12; \
+	VZEROUPPER; \
+	RET
 
 // func mvDPBF16(w *uint16, stride, rows int, x *uint16, nl int, dst *float32)
 TEXT ·mvDPBF16(SB), NOSPLIT, $0-48
@@ -124,75 +193,16 @@ loop:
 	VZEROUPPER
 	RET
 
-// func mmDPBF16(w *uint16, stride int, xs *[4]*uint16, nl int, out *[16]float32, pf *uint16, acc *float32, flags int)
-// One column block of nl columns (a multiple of 64) of the 3 × 4 tile.
-// flags&1: the accumulators start from acc's 24 × 16 floats (the tile's
-// state after the previous blocks), else from zero; flags&2: this is the
-// last block, the sums go to out (ZHSUM12), else the accumulators go back
-// to acc. With pf ≠ nil each step of 64 columns also prefetches to L2 the
-// same 128 bytes of the 3 rows from pf on (the next row tile's block).
+// The twelve outputs are folded together (ZHSUM12, the tree of
+// HSUM32_512 for each): output (r, t) at out[4t + r].
 TEXT ·mmDPBF16(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), R8
-	SHLQ $1, R8
-	LEAQ (SI)(R8*1), R9
-	LEAQ (R9)(R8*1), R10
-	MOVQ xs+16(FP), AX
-	MOVQ 0(AX), BX
-	MOVQ 8(AX), CX
-	MOVQ 16(AX), DX
-	MOVQ 24(AX), DI
-	MOVQ nl+24(FP), R12
-	MOVQ acc+48(FP), R11
-	TESTQ $1, flags+56(FP)
-	JNZ load
-	ZZERO24
-	JMP start
-load:
-	ZLOAD24(R11)
-start:
-	XORQ AX, AX
-	MOVQ pf+40(FP), R13
-	CMPQ R13, $0
-	JNE loopPF
+	MMDP_KERNEL(MMDP_HALF)
 
-loop:
-	MMDP_STEP
-	ADDQ $64, AX
-	CMPQ AX, R12
-	JLT loop
-	JMP done
+TEXT ·mmDPBF16x3(SB), NOSPLIT, $0-64
+	MMDP_KERNEL(MMDP_HALF3)
 
-loopPF:
-	LEAQ (R13)(AX*2), R11
-	PREFETCHT1 (R11)
-	PREFETCHT1 64(R11)
-	ADDQ R8, R11
-	PREFETCHT1 (R11)
-	PREFETCHT1 64(R11)
-	ADDQ R8, R11
-	PREFETCHT1 (R11)
-	PREFETCHT1 64(R11)
-	MMDP_STEP
-	ADDQ $64, AX
-	CMPQ AX, R12
-	JLT loopPF
-
-done:
-	TESTQ $2, flags+56(FP)
-	JNZ reduce
-	MOVQ acc+48(FP), R11
-	ZSTORE24(R11)
-	VZEROUPPER
-	RET
-
-reduce:
-	// The twelve outputs folded together (ZHSUM12, the tree of
-	// HSUM32_512 for each): output (r, t) at out[4t + r].
-	MOVQ out+32(FP), R11
-	ZHSUM12
-	VZEROUPPER
-	RET
+TEXT ·mmDPBF16x2(SB), NOSPLIT, $0-64
+	MMDP_KERNEL(MMDP_HALF2)
 
 // func cvtBF16AVX512(dst *uint16, src *float32, n int)
 // n is a positive multiple of 16.

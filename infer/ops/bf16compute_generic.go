@@ -11,6 +11,6 @@ func archBF16MV(m Mat, r0, r1, nl int, xb []uint16, dst []float32) {
 	panic("ops: no bf16 assembly kernels")
 }
 
-func archBF16MM(m Mat, r, cb, n int, xb []uint16, t int, out *[16]float32, acc []float32, flags int, pf bool) {
+func archBF16MM(m Mat, r, cb, n int, xb []uint16, t, T int, out *[16]float32, acc []float32, flags int, pf bool) {
 	panic("ops: no bf16 assembly kernels")
 }

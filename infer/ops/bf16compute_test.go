@@ -163,7 +163,7 @@ func TestBF16KernelsBitIdentical(t *testing.T) {
 		for kind := range 2 {
 			for _, cols := range bf16Cols {
 				for _, rows := range []int{1, 2, 3, 4, 5, 7, 13, 50} { // 50: two row groups (bf16GroupRows) and 2 rows on the MV kernel
-					m, xs := randBF16Inputs(rng, kind, rows, cols, 9)
+					m, xs := randBF16Inputs(rng, kind, rows, cols, 11)
 					want := make([][]float32, len(xs))
 					withKernel(t, "portable", func() {
 						if defaultEngine.BF16KernelName() != "portable" {
@@ -181,7 +181,7 @@ func TestBF16KernelsBitIdentical(t *testing.T) {
 							if i := bitsEqual(got, want[0]); i >= 0 {
 								t.Fatalf("%s (%s) kind %d %dx%d MatVec row %d: %08x, portable %08x", name, defaultEngine.BF16KernelName(), kind, rows, cols, i, math.Float32bits(got[i]), math.Float32bits(want[0][i]))
 							}
-							for _, T := range []int{2, 4, 5, 9} {
+							for _, T := range []int{2, 3, 4, 5, 6, 7, 9, 11} {
 								dst := make([][]float32, T)
 								for i := range dst {
 									dst[i] = make([]float32, rows)

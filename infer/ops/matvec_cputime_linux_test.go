@@ -49,7 +49,7 @@ func BenchmarkMatMulBatchCPU(b *testing.B) {
 			dt = weights.Q4_K
 		}
 		m := benchMat(dt, rows, cols)
-		for _, B := range []int{1, 2, 3, 4, 5, 7, 8, 16, 32} {
+		for _, B := range []int{1, 2, 3, 4, 5, 6, 7, 8, 16, 32} {
 			for _, name := range KernelNames() {
 				if name == "portable" {
 					continue

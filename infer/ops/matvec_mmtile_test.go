@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -90,6 +91,46 @@ func TestMatMulTilesNoAllocs(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// mmtSplit covers the inputs in order with tiles of kernels that exist,
+// wasting no slot where a kernel of the right size exists: on AVX-512 a
+// remainder of 1 is 3 + 2, of 3 a tile of 3.
+func TestMMTSplit(t *testing.T) {
+	want512 := map[int][]int{1: {1}, 2: {2}, 3: {3}, 4: {4}, 5: {3, 2}, 6: {4, 2}, 7: {4, 3}, 8: {4, 4},
+		9: {4, 3, 2}, 13: {4, 4, 3, 2}, 15: {4, 4, 4, 3}, 16: {4, 4, 4, 4}}
+	for _, v := range []struct {
+		name       string
+		tmax       int
+		has3, has2 bool
+	}{{"avx512", 4, true, true}, {"avx2 1x3", 3, false, false}, {"avx2 2x3 with pairs", 3, false, true}} {
+		for n := 1; n <= mmtMaxT; n++ {
+			var tiles [mmtMaxT]mmtTile
+			k := mmtSplit(v.tmax, v.has3, v.has2, n, &tiles)
+			t0, waste := 0, 0
+			var sizes []int
+			for _, tl := range tiles[:k] {
+				if tl.t0 != t0 || tl.n < 1 || tl.n > tl.T {
+					t.Fatalf("%s n=%d: tiles %v", v.name, n, tiles[:k])
+				}
+				if !(tl.T == v.tmax || tl.T == 3 && v.has3 || tl.T == 2 && v.has2) {
+					t.Fatalf("%s n=%d: no kernel of %d inputs: %v", v.name, n, tl.T, tiles[:k])
+				}
+				t0 += tl.n
+				waste += tl.T - tl.n
+				sizes = append(sizes, tl.n)
+			}
+			if t0 != n {
+				t.Fatalf("%s n=%d: tiles cover %d", v.name, n, t0)
+			}
+			if v.has2 && n > 1 && waste != 0 {
+				t.Errorf("%s n=%d: %d slots wasted: %v", v.name, n, waste, tiles[:k])
+			}
+			if w, ok := want512[n]; ok && v.name == "avx512" && fmt.Sprint(w) != fmt.Sprint(sizes) {
+				t.Errorf("avx512 n=%d: tiles of %v, want %v", n, sizes, w)
+			}
 		}
 	}
 }

@@ -126,9 +126,6 @@ const (
 	// passes over (a multiple of the tiles' 2 and 3 rows); their block of
 	// weights stays in L2.
 	mmtGroupRows = 24
-	// mmtMaxT bounds the inputs of one pass over the weights (more run as
-	// several passes).
-	mmtMaxT = 16
 	// mmtAccFloats is one tile's state: 24 zmm (AVX-512) or 12 ymm (AVX2,
 	// which uses a quarter of it).
 	mmtAccFloats = 24 * 16
@@ -167,54 +164,6 @@ func mmtRelease(in *mmtInputs) {
 	if in != nil {
 		mmtInputsPool.Put(in)
 	}
-}
-
-// mmtTile is one input tile of a pass: the kernel's T input slots (a slot
-// past n repeats input 0 of the tile: its outputs are dropped).
-type mmtTile struct {
-	t0, n, T int
-}
-
-// mmtSplit splits n inputs into tiles of the kernels a variant has
-// (tmax inputs, and 3 and 2 where has3, has2), writing them to tiles and
-// returning their number: tiles of tmax, the remainder in one smaller
-// tile, and a remainder of 1 with a tile of tmax before it as 3 + 2
-// (tmax 4) or 2 + 2 (tmax 3), so that no slot computes a repeated input.
-// Where no kernel fits a tile's inputs exactly, it runs in the smallest
-// larger one, its other slots repeating its first input (their outputs
-// are dropped).
-func mmtSplit(tmax int, has3, has2 bool, n int, tiles *[mmtMaxT]mmtTile) int {
-	var sizes [mmtMaxT + 1]int
-	k := 0
-	q, r := n/tmax, n%tmax
-	if r == 1 && q > 0 && has2 && (tmax == 3 || tmax == 4 && has3) {
-		q, r = q-1, tmax+1
-	}
-	for range q {
-		sizes[k] = tmax
-		k++
-	}
-	switch {
-	case r > tmax: // 3 + 2 or 2 + 2
-		sizes[k], sizes[k+1] = r-2, 2
-		k += 2
-	case r > 0:
-		sizes[k] = r
-		k++
-	}
-	t0 := 0
-	for i, sz := range sizes[:k] {
-		T := tmax
-		switch {
-		case sz <= 2 && has2:
-			T = 2
-		case sz <= 3 && has3:
-			T = 3
-		}
-		tiles[i] = mmtTile{t0: t0, n: sz, T: T}
-		t0 += sz
-	}
-	return k
 }
 
 // mmtKernels is what mmtSplit needs of variant id's tiles for dtype dt
