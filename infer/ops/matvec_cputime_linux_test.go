@@ -36,7 +36,7 @@ func BenchmarkMatMulBatchCPU(b *testing.B) {
 	}
 	// "BF16c" is BF16 weights in the bf16 compute dtype (VDPBF16PS where
 	// the CPU has AVX512_BF16; skipped where it runs the portable code).
-	for _, label := range []string{"BF16", "BF16c", "Q8_0", "Q4_K", "F32"} {
+	for _, label := range []string{"BF16", "BF16c", "Q8_0", "Q4_K", "F16", "F32"} {
 		dt, compute := weights.F32, "f32"
 		switch label {
 		case "BF16":
@@ -47,6 +47,8 @@ func BenchmarkMatMulBatchCPU(b *testing.B) {
 			dt = weights.Q8_0
 		case "Q4_K":
 			dt = weights.Q4_K
+		case "F16":
+			dt = weights.F16
 		}
 		m := benchMat(dt, rows, cols)
 		for _, B := range []int{1, 2, 3, 4, 5, 6, 7, 8, 16, 32} {

@@ -97,15 +97,17 @@ func TestMatMulTilesNoAllocs(t *testing.T) {
 
 // mmtSplit covers the inputs in order with tiles of kernels that exist,
 // wasting no slot where a kernel of the right size exists: on AVX-512 a
-// remainder of 1 is 3 + 2, of 3 a tile of 3.
+// remainder of 1 is 3 + 2, of 3 a tile of 3; on AVX2 a remainder of 1 is
+// 2 + 2.
 func TestMMTSplit(t *testing.T) {
 	want512 := map[int][]int{1: {1}, 2: {2}, 3: {3}, 4: {4}, 5: {3, 2}, 6: {4, 2}, 7: {4, 3}, 8: {4, 4},
 		9: {4, 3, 2}, 13: {4, 4, 3, 2}, 15: {4, 4, 4, 3}, 16: {4, 4, 4, 4}}
+	wantAVX2 := map[int][]int{1: {1}, 2: {2}, 3: {3}, 4: {2, 2}, 5: {3, 2}, 7: {3, 2, 2}, 8: {3, 3, 2}, 16: {3, 3, 3, 3, 2, 2}}
 	for _, v := range []struct {
 		name       string
 		tmax       int
 		has3, has2 bool
-	}{{"avx512", 4, true, true}, {"avx2 1x3", 3, false, false}, {"avx2 2x3 with pairs", 3, false, true}} {
+	}{{"avx512", 4, true, true}, {"avx2", 3, false, true}, {"no tile of 2", 3, false, false}} {
 		for n := 1; n <= mmtMaxT; n++ {
 			var tiles [mmtMaxT]mmtTile
 			k := mmtSplit(v.tmax, v.has3, v.has2, n, &tiles)
@@ -128,8 +130,12 @@ func TestMMTSplit(t *testing.T) {
 			if v.has2 && n > 1 && waste != 0 {
 				t.Errorf("%s n=%d: %d slots wasted: %v", v.name, n, waste, tiles[:k])
 			}
-			if w, ok := want512[n]; ok && v.name == "avx512" && fmt.Sprint(w) != fmt.Sprint(sizes) {
-				t.Errorf("avx512 n=%d: tiles of %v, want %v", n, sizes, w)
+			want := want512
+			if v.name == "avx2" {
+				want = wantAVX2
+			}
+			if w, ok := want[n]; ok && v.name != "no tile of 2" && fmt.Sprint(w) != fmt.Sprint(sizes) {
+				t.Errorf("%s n=%d: tiles of %v, want %v", v.name, n, sizes, w)
 			}
 		}
 	}

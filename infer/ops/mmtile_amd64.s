@@ -578,16 +578,23 @@ pair: \
 	JMP sblock; \
 	MTEND(STORE, HSUMS, $1536)
 
-// ---- AVX2: 1 row × 3 inputs; the weights of lane group q in Y12 ----
+// ---- AVX2: 1 row × 3 (or 2) inputs; the weights of lane group q in Y12 ----
 
+// F: MT3Q or MT2Q, the FMAs of the 3 (or 2) inputs' lane group at XOFF
+// into Q0, Q1 (and Q2); MTGq(F): those of lane group q. The tile of 2
+// inputs keeps the registers and sums' places of the tile of 3, those of
+// input 2 staying zero.
 #define MT3Q(XOFF, Q0, Q1, Q2) \
 	VFMADD231PS XOFF(BX)(AX*4), Y12, Q0; \
 	VFMADD231PS XOFF(CX)(AX*4), Y12, Q1; \
 	VFMADD231PS XOFF(DX)(AX*4), Y12, Q2
-#define MT3_0 MT3Q(0, Y0, Y4, Y8)
-#define MT3_1 MT3Q(32, Y1, Y5, Y9)
-#define MT3_2 MT3Q(64, Y2, Y6, Y10)
-#define MT3_3 MT3Q(96, Y3, Y7, Y11)
+#define MT2Q(XOFF, Q0, Q1, Q2) \
+	VFMADD231PS XOFF(BX)(AX*4), Y12, Q0; \
+	VFMADD231PS XOFF(CX)(AX*4), Y12, Q1
+#define MTG0(F) F(0, Y0, Y4, Y8)
+#define MTG1(F) F(32, Y1, Y5, Y9)
+#define MTG2(F) F(64, Y2, Y6, Y10)
+#define MTG3(F) F(96, Y3, Y7, Y11)
 
 // bf16 (the even/odd layout): lane groups 0-3 hold the even columns
 // 0-14, the even 16-30, the odd 1-15, the odd 17-31 (Y14 = the mask).
@@ -600,14 +607,16 @@ pair: \
 #define W1_F16(OFF) VCVTPH2PS OFF(SI), Y12
 #define W1_F32(OFF) VMOVUPS OFF(SI), Y12
 
-#define BODY3(W, O1, O2, O3) W(0); MT3_0; W(O1); MT3_1; W(O2); MT3_2; W(O3); MT3_3
+#define BODY3(W, O1, O2, O3, F) W(0); MTG0(F); W(O1); MTG1(F); W(O2); MTG2(F); W(O3); MTG3(F)
 
 // Q8_0: the scale d in Y13.
 #define W1_Q8(OFF) VPMOVSXBD OFF(SI), Y12; VCVTDQ2PS Y12, Y12; VMULPS Y13, Y12, Y12
-#define BODY3_Q8 \
+#define BODY1_Q8(F) \
 	VPBROADCASTW (SI), X13; \
 	VCVTPH2PS X13, Y13; \
-	W1_Q8(2); MT3_0; W1_Q8(10); MT3_1; W1_Q8(18); MT3_2; W1_Q8(26); MT3_3
+	W1_Q8(2); MTG0(F); W1_Q8(10); MTG1(F); W1_Q8(18); MTG2(F); W1_Q8(26); MTG3(F)
+#define BODY3_Q8 BODY1_Q8(MT3Q)
+#define BODY2Y_Q8 BODY1_Q8(MT2Q)
 
 #define PF1_1 PREFETCHT1 (SI)(R13*1)
 #define PF1_2 PREFETCHT1 (SI)(R13*1); PREFETCHT1 64(SI)(R13*1)
@@ -630,11 +639,19 @@ loopPF: \
 	CMPQ AX, R12; \
 	JLT loopPF
 
-#define MT256(PF, BODY, STEP) \
-	MTARGS(XP3, PFOFF1, ROWS1); \
+#define MT256(XP, PF, BODY, STEP) \
+	MTARGS(XP, PFOFF1, ROWS1); \
 	MTSTART(YLOAD12, YZERO12); \
 	MTLOOP1(PF, BODY, STEP); \
 	MTEND(YSTORE12, YHSUM3, $384)
+
+// MT256BF16: the bf16 tile (the even/odd layout, Y14 = the mask).
+#define MT256BF16(XP, BODY) \
+	VPBROADCASTD mmtHiMask<>(SB), Y14; \
+	MTARGS(XP, PFOFF1, ROWS1); \
+	MTSTART(YLOAD12, YZERO12); \
+	MTLOOP1(PF1_1, BODY, $64); \
+	MTEND(YSTORE12, YHSUM3EO, $384)
 
 // Q4_K: the super-block's scales d·sc → 0(SP), mins dmin·m → 32(SP), as
 // Q4KSC512 with ymm scratch Y12-Y14; the weights of lane group q of
@@ -688,13 +705,13 @@ loopPF: \
 	VPSRLD $4, Y12, Y12; \
 	VCVTDQ2PS Y12, Y12; \
 	VFMSUB213PS Y14, Y13, Y12
-#define Q4KSUB1(W) \
+#define Q4KSUB1(W, F) \
 	VBROADCASTSS 0(SP)(R11*4), Y13; \
 	VBROADCASTSS 32(SP)(R11*4), Y14; \
-	W(16); MT3_0; W(24); MT3_1; W(32); MT3_2; W(40); MT3_3
+	W(16); MTG0(F); W(24); MTG1(F); W(32); MTG2(F); W(40); MTG3(F)
 
-#define MTQ4K256 \
-	MTARGS(XP3, PFOFF1, ROWS1); \
+#define MTQ4K256(XP, F) \
+	MTARGS(XP, PFOFF1, ROWS1); \
 	MTSTART(YLOAD12, YZERO12); \
 	MOVL $15, R14; \
 	VMOVD R14, X15; \
@@ -714,12 +731,12 @@ nopf: \
 pair: \
 	MOVQ R11, R14; \
 	SHLQ $4, R14; \
-	Q4KSUB1(Q4KW1_LO); \
+	Q4KSUB1(Q4KW1_LO, F); \
 	ADDQ $32, AX; \
 	CMPQ AX, R12; \
 	JGE done; \
 	INCQ R11; \
-	Q4KSUB1(Q4KW1_HI); \
+	Q4KSUB1(Q4KW1_HI, F); \
 	ADDQ $32, AX; \
 	CMPQ AX, R12; \
 	JGE done; \
@@ -741,9 +758,13 @@ GLOBL mmtIota<>(SB), RODATA|NOPTR, $16
 #define BODY4_F32 BODY4(W3_F32, 64)
 #define BODY3X_F32 BODY3X(W3_F32, 64)
 #define BODY2_F32 BODY2(W3_F32, 64)
-#define BODY3_BF16 W1_BF16EO(0, MT3_0, MT3_2); W1_BF16EO(32, MT3_1, MT3_3)
-#define BODY3_F16 BODY3(W1_F16, 16, 32, 48)
-#define BODY3_F32 BODY3(W1_F32, 32, 64, 96)
+#define BODY1_BF16(F) W1_BF16EO(0, MTG0(F), MTG2(F)); W1_BF16EO(32, MTG1(F), MTG3(F))
+#define BODY3_BF16 BODY1_BF16(MT3Q)
+#define BODY2Y_BF16 BODY1_BF16(MT2Q)
+#define BODY3_F16 BODY3(W1_F16, 16, 32, 48, MT3Q)
+#define BODY2Y_F16 BODY3(W1_F16, 16, 32, 48, MT2Q)
+#define BODY3_F32 BODY3(W1_F32, 32, 64, 96, MT3Q)
+#define BODY2Y_F32 BODY3(W1_F32, 32, 64, 96, MT2Q)
 
 // ---- the kernels ----
 
@@ -797,23 +818,35 @@ TEXT ·mmtQ4_KAVX512x2(SB), $384-56
 	MTQ4K512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, MT2FMA_LO, MT2FMA_HI)
 
 TEXT ·mmtBF16AVX2x3(SB), NOSPLIT, $0-56
-	VPBROADCASTD mmtHiMask<>(SB), Y14
-	MTARGS(XP3, PFOFF1, ROWS1)
-	MTSTART(YLOAD12, YZERO12)
-	MTLOOP1(PF1_1, BODY3_BF16, $64)
-	MTEND(YSTORE12, YHSUM3EO, $384)
+	MT256BF16(XP3, BODY3_BF16)
 
 TEXT ·mmtF16AVX2x3(SB), NOSPLIT, $0-56
-	MT256(PF1_1, BODY3_F16, $64)
+	MT256(XP3, PF1_1, BODY3_F16, $64)
 
 TEXT ·mmtF32AVX2x3(SB), NOSPLIT, $0-56
-	MT256(PF1_2, BODY3_F32, $128)
+	MT256(XP3, PF1_2, BODY3_F32, $128)
 
 TEXT ·mmtQ8_0AVX2x3(SB), NOSPLIT, $0-56
-	MT256(PF1_1, BODY3_Q8, $34)
+	MT256(XP3, PF1_1, BODY3_Q8, $34)
 
 TEXT ·mmtQ4_KAVX2x3(SB), NOSPLIT, $64-56
-	MTQ4K256
+	MTQ4K256(XP3, MT3Q)
+
+// The 1 × 2 tiles: outputs at acc[t], as the 1 × 3 tiles'.
+TEXT ·mmtBF16AVX2x2(SB), NOSPLIT, $0-56
+	MT256BF16(XP2, BODY2Y_BF16)
+
+TEXT ·mmtF16AVX2x2(SB), NOSPLIT, $0-56
+	MT256(XP2, PF1_1, BODY2Y_F16, $64)
+
+TEXT ·mmtF32AVX2x2(SB), NOSPLIT, $0-56
+	MT256(XP2, PF1_2, BODY2Y_F32, $128)
+
+TEXT ·mmtQ8_0AVX2x2(SB), NOSPLIT, $0-56
+	MT256(XP2, PF1_1, BODY2Y_Q8, $34)
+
+TEXT ·mmtQ4_KAVX2x2(SB), NOSPLIT, $64-56
+	MTQ4K256(XP2, MT2Q)
 
 // ---- AVX2: 2 rows × 3 (or 2) inputs in two passes ----
 //
