@@ -254,11 +254,11 @@ func (e *Engine) MatVec(m Mat, dst, x []float32) {
 // MatMul computes dst[t] = m·xs[t] for every row of xs (the prefill, the
 // lockstep batch), each bit-identical to MatVec(m, dst[t], xs[t]). On the
 // assembly variants it runs on the column-blocked register tiles of
-// mmtile_amd64.go (3 rows × 4 or 2 inputs on AVX-512, 1 × 3 on AVX2; each
-// weight read from memory once per 16 inputs, quantized ones dequantized
-// in registers); elsewhere weight rows are read once per block of inputs
-// (as many as fit mmBlockBytes) and register tiles share their loads. dst
-// must not alias xs.
+// mmtile_amd64.go (3 rows × 4, 3 or 2 inputs on AVX-512, 1 or 2 rows × 3
+// or 2 on AVX2; each weight read from memory once per 16 inputs, quantized
+// ones dequantized in registers); elsewhere weight rows are read once per
+// block of inputs (as many as fit mmBlockBytes) and register tiles share
+// their loads. dst must not alias xs.
 func (e *Engine) MatMul(m Mat, dst, xs [][]float32) {
 	if len(dst) < len(xs) {
 		panic(fmt.Sprintf("ops: MatMul has %d outputs for %d inputs", len(dst), len(xs)))

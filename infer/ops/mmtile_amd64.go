@@ -12,7 +12,7 @@ import (
 // Column-blocked register tiles of the matrix-matrix product
 // (mmtile_amd64.s). For each group of mmtGroupRows weight rows, the columns
 // run in blocks; for each block, each input tile (4, 3 or 2 inputs on
-// AVX-512, 3 on AVX2; mmtSplit) passes over every row tile of the group while its
+// AVX-512, 3 or 2 on AVX2; mmtSplit) passes over every row tile of the group while its
 // block of inputs (≤ mmtXBytes) stays in L1, and the group's block of
 // weights stays in L2 for the next input tiles. A tile's 32-lane
 // accumulators go to memory between blocks. Each output keeps the lane
