@@ -12,11 +12,11 @@ import (
 // Column-blocked register tiles of the matrix-matrix product
 // (mmtile_amd64.s). For each group of mmtGroupRows weight rows, the columns
 // run in blocks; for each block, each input tile (4, 3 or 2 inputs on
-// AVX-512, 3 or 2 on AVX2; mmtSplit) passes over every row tile of the group while its
-// block of inputs (≤ mmtXBytes) stays in L1, and the group's block of
-// weights stays in L2 for the next input tiles. A tile's 32-lane
-// accumulators go to memory between blocks. Each output keeps the lane
-// order of the matrix-vector product, so it has its bits. Quantized
+// AVX-512, 3 or 2 on AVX2; mmtSplit) passes over every row tile of the
+// group while its block of inputs (≤ mmtXBytes) stays in L1, and the
+// group's block of weights stays in L2 for the next input tiles. A tile's
+// 32-lane accumulators go to memory between blocks. Each output keeps the
+// lane order of the matrix-vector product, so it has its bits. Quantized
 // weights are dequantized in registers inside the tile. The bf16 tiles
 // widen a row's 32-column group as its even and its odd columns (two ALU
 // operations, not four) and so take their inputs in that order: a copy
@@ -195,8 +195,10 @@ func mmtKernels(id kernelID, dt weights.DType, inputs int) (tmax int, has3, has2
 // block (lanes 0-15, then 16-31 of the 32-lane contract: 12 ymm
 // accumulators a pass, the 16 registers' limit), which loads 0.83
 // operands an FMA where 1 × 3 loads 1.17; with 1 or 2 inputs (a product
-// bound by reading its weights, as Mimi's transformers at B = 1) they
-// measured slower than 1 × 3, which the other AVX2 tiles always are.
+// bound by reading its weights) they measured slower than the one-row
+// tiles (B = 2, 2026-12-04: 2 × 2 1.42–1.50 ms against 1 × 2 1.34–1.36 in
+// BenchmarkMatMulBatchCPU bf16, 4.55 against 2.94 f32), which the other
+// AVX2 tiles always are.
 func mmtShape(id kernelID, dt weights.DType, inputs int) (R, Tmax, accF int) {
 	switch {
 	case id == kAVX512:
