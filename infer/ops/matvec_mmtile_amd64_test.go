@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 
@@ -90,5 +91,55 @@ func TestMMTEvenOdd(t *testing.T) {
 	}
 	if dst[n] != -1 {
 		t.Fatalf("wrote past n: %g", dst[n])
+	}
+}
+
+// The AVX-512 bf16 tiles' prefetch of the next block: the input tiles'
+// shares (three rows per row tile, from the first tile on) cover the
+// block's rows without overlap, a full group's first pass covers all of
+// them, and the pointers are the rows' first columns of the block.
+func TestMMTNextShareCoversBlock(t *testing.T) {
+	const cols = 96
+	m := Mat{Rows: 200, Cols: cols, DType: weights.BF16, u16: make([]uint16, 200*cols)}
+	for _, nb := range []mmtBlock{{row: 24, col: 32, rows: 24}, {row: 0, col: 0, rows: 7}, {row: 150, col: 64, rows: 24}} {
+		for _, nrt := range []int{1, 2, 5, 8} {
+			for _, na := range []int{1, 2, 4, 5} {
+				var covered [mmtGroupRows]int
+				next := 0 // the next row a share must start at
+				for ti := range na {
+					f, pf := m.mmtNextShare(mmtLoad, ti, nrt, nb)
+					if pf == nil {
+						if f != mmtLoad {
+							t.Fatalf("block %+v nrt %d tile %d: flags %#x without a pointer", nb, nrt, ti, f)
+						}
+						continue
+					}
+					if f != mmtLoad|mmtPFN {
+						t.Fatalf("block %+v nrt %d tile %d: flags %#x", nb, nrt, ti, f)
+					}
+					off := int(uintptr(unsafe.Pointer(pf))-uintptr(unsafe.Pointer(&m.u16[0]))) / 2
+					row, col := off/cols, off%cols
+					if row != nb.row+next || col != nb.col {
+						t.Fatalf("block %+v nrt %d tile %d: prefetch from (%d, %d), want (%d, %d)", nb, nrt, ti, row, col, nb.row+next, nb.col)
+					}
+					for r := next; r < min(next+3*nrt, nb.rows); r++ {
+						covered[r]++
+					}
+					next += 3 * nrt
+				}
+				for r := range nb.rows {
+					want := 0
+					if r < 3*nrt*na {
+						want = 1
+					}
+					if covered[r] != want {
+						t.Fatalf("block %+v nrt %d tiles %d: row %d prefetched %d times, want %d", nb, nrt, na, r, covered[r], want)
+					}
+				}
+				if 3*nrt >= nb.rows && next != 3*nrt {
+					t.Fatalf("block %+v nrt %d: the first pass does not take the whole block", nb, nrt)
+				}
+			}
+		}
 	}
 }

@@ -23,8 +23,7 @@ import (
 // of each input in the even/odd layout (mmtEvenOdd), made once a MatMul
 // (mmtPrepare) and read by every chunk of its rows.
 
-// The AVX-512 bf16 tiles prefetch through pf (mmtPFN, mmtPFN3), not
-// mmtPF.
+// The AVX-512 bf16 tiles prefetch through pf (mmtPFN), not mmtPF.
 //
 //go:noescape
 func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
@@ -125,10 +124,9 @@ const (
 	mmtLoad  = blockLoad  // continue from the state
 	mmtFinal = blockFinal // last block: the sums
 	mmtPF    = 4          // prefetch the next row tile's block
-	// bf16: prefetch through pf one row's (mmtPFN) or three rows' (mmtPFN3)
-	// line per 32 columns, pf moving on by those rows each row tile.
-	mmtPFN  = 8
-	mmtPFN3 = 16
+	// bf16: prefetch through pf three rows' line per 32 columns, pf
+	// moving on by three rows each row tile.
+	mmtPFN = 8
 )
 
 // Tuning (results do not depend on these).
@@ -290,7 +288,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 					var pf *byte
 					switch {
 					case spread:
-						f, pf = m.mmtNextShare(f, ti, na, (re-rg)/R, next)
+						f, pf = m.mmtNextShare(f, ti, (re-rg)/R, next)
 					case ti == 0:
 						f |= mmtPF
 					}
@@ -355,23 +353,22 @@ func mmtNextBlock(r0, rEnd, nl, cbk int, morePasses bool, rg, re, cb, n int) mmt
 }
 
 // mmtNextShare adds to flags f the AVX-512 bf16 prefetch of input tile
-// ti's share of block nb (ti of na tiles, each over nrt row tiles): one
-// row per row tile from row ti·nrt, or three when the tiles' row tiles are
-// fewer than nb's rows, so that all the tiles together bring the whole
-// block into L2 while they compute. The weights then come from memory at
-// an even rate rather than all in the first tile's pass (the AVX2 tile,
-// one row per row tile and up to six input tiles, measured better with
-// mmtPF).
-func (m Mat) mmtNextShare(f, ti, na, nrt int, nb mmtBlock) (int, *byte) {
-	per, fl := 1, mmtPFN
-	if na*nrt < nb.rows {
-		per, fl = 3, mmtPFN3
-	}
-	first := ti * nrt * per
+// ti's share of block nb (each input tile over nrt row tiles): three
+// rows per row tile from row 3·ti·nrt, so that the first input tiles'
+// passes bring the whole block into L2 (one pass where the group's row
+// tiles are as many as the block's rows over three: any full group) and
+// the later passes prefetch nothing. Spreading the block over all the
+// passes, one row per row tile, was this code's choice for B > 8 until
+// 2026-12-05: on a Zen 5 core the early prefetch ran a stack of the 1.3B
+// layers' products 18-20 % faster at B = 12 and 16 (docs/PERFORMANCE.md).
+// The AVX2 tile (one row per row tile, up to six input tiles) measured
+// better with mmtPF.
+func (m Mat) mmtNextShare(f, ti, nrt int, nb mmtBlock) (int, *byte) {
+	first := 3 * ti * nrt
 	if first >= nb.rows {
 		return f, nil
 	}
-	return f | fl, (*byte)(unsafe.Pointer(&m.u16[(nb.row+first)*m.Cols+nb.col]))
+	return f | mmtPFN, (*byte)(unsafe.Pointer(&m.u16[(nb.row+first)*m.Cols+nb.col]))
 }
 
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R

@@ -56,7 +56,6 @@
 #define FL_FINAL 2
 #define FL_PF 4
 #define FL_PFN 8
-#define FL_PFN3 16
 
 // ZLOAD18 / ZSTORE18 / ZZERO18: a 3 × 3 tile's state, Z0-Z17.
 #define ZLOAD18(P) \
@@ -386,28 +385,20 @@ loopPF: \
 	MTITER(BODY, STEP); \
 	JLT loopPF
 
-// The bf16 tiles' loop: with FL_PFN or FL_PFN3 it prefetches (to L2),
-// through R14 = pf, one or three rows' 64 bytes (pf, pf + stride,
-// pf + 2·stride) per 32-column group: the block the driver runs next, a
-// share of it in each input tile's pass, so that the weights come from
-// memory while the tiles compute rather than all in the first pass.
+// The bf16 tiles' loop: with FL_PFN it prefetches (to L2), through R14 =
+// pf, three rows' 64 bytes (pf, pf + stride, pf + 2·stride) per 32-column
+// group: the block the driver runs next, in the first input tiles' passes
+// (mmtNextShare), so that the weights come from memory while the tiles
+// compute rather than in the next block's first pass.
 #define MTLOOPN(BODY, STEP) \
-	TESTQ $(FL_PFN|FL_PFN3), R14; \
+	TESTQ $FL_PFN, R14; \
 	JNZ pfn; \
 loop: \
 	MTITER(BODY, STEP); \
 	JLT loop; \
 	JMP done; \
 pfn: \
-	TESTQ $FL_PFN3, R14; \
 	MOVQ pf+56(FP), R14; \
-	JNZ loopPF3; \
-loopPF1: \
-	PREFETCHT1 (R14); \
-	ADDQ STEP, R14; \
-	MTITER(BODY, STEP); \
-	JLT loopPF1; \
-	JMP done; \
 loopPF3: \
 	PREFETCHT1 (R14); \
 	PREFETCHT1 (R14)(R8*1); \
@@ -416,13 +407,9 @@ loopPF3: \
 	MTITER(BODY, STEP); \
 	JLT loopPF3
 
-// PFADV3 moves pf on by the rows a row tile prefetched (1 or 3).
-#define PFADV3 \
-	MOVQ flags+40(FP), R14; \
-	MOVQ R8, R12; \
-	TESTQ $FL_PFN3, R14; \
-	CMOVQNE R13, R12; \
-	ADDQ R12, pf+56(FP)
+// PFADV3 moves pf on by the three rows a row tile prefetched (R13 =
+// 3·stride).
+#define PFADV3 ADDQ R13, pf+56(FP)
 
 #define MT512N(XN, LOAD, ZERO, STORE, HSUMS, BODY) \
 	MTARGS(XN, PFOFF3, ROWS3); \
