@@ -208,44 +208,46 @@ func BenchmarkMatMulBatch(b *testing.B) {
 
 // BenchmarkMatMulLayerStack times the products of four of the ~1.3B
 // temporal transformer's layers (qkv 6144×2048, output 2048×2048, gated
-// FFN 11264×2048 and 2048×5632: 411 MB of bf16, so every matrix comes from
-// memory, as in a lockstep step) on two threads, per batch size and
-// assembly variant: the bench LM step's products without the rest of the
-// step, for tuning the tiles' blocking and prefetch.
+// FFN 11264×2048 and 2048×5632: 411 MB in bf16, so every matrix comes from
+// memory, as in a lockstep step) on two threads, per weight dtype, batch
+// size and assembly variant: the bench LM step's products without the rest
+// of the step, for tuning the tiles' blocking and prefetch.
 func BenchmarkMatMulLayerStack(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 5))
-	var ms []Mat
-	var flop float64
-	for range 4 {
-		for _, sh := range [][2]int{{6144, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}} {
-			ms = append(ms, benchMat(weights.BF16, sh[0], sh[1]))
-			flop += 2 * float64(sh[0]*sh[1])
-		}
-	}
 	xs := make([][]float32, 32)
 	dst := make([][]float32, len(xs))
 	for i := range xs {
 		xs[i] = randVec(rng, 11264)
 		dst[i] = make([]float32, 11264)
 	}
-	for _, B := range []int{4, 8, 12, 16, 32} {
-		for _, name := range KernelNames() {
-			if name == "portable" {
-				continue
+	for _, dt := range []weights.DType{weights.BF16, weights.Q8_0, weights.F32} {
+		var ms []Mat
+		var flop float64
+		for range 4 {
+			for _, sh := range [][2]int{{6144, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}} {
+				ms = append(ms, benchMat(dt, sh[0], sh[1]))
+				flop += 2 * float64(sh[0]*sh[1])
 			}
-			b.Run(fmt.Sprintf("B=%d/%s", B, name), func(b *testing.B) {
-				e, err := NewEngine(EngineOptions{Threads: 2, Kernel: name})
-				if err != nil {
-					b.Fatal(err)
+		}
+		for _, B := range []int{4, 8, 12, 16, 32} {
+			for _, name := range KernelNames() {
+				if name == "portable" {
+					continue
 				}
-				defer e.Close()
-				for b.Loop() {
-					for _, m := range ms {
-						e.MatMul(m, dst[:B], xs[:B])
+				b.Run(fmt.Sprintf("%v/B=%d/%s", dt, B, name), func(b *testing.B) {
+					e, err := NewEngine(EngineOptions{Threads: 2, Kernel: name})
+					if err != nil {
+						b.Fatal(err)
 					}
-				}
-				b.ReportMetric(flop*float64(B)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+					defer e.Close()
+					for b.Loop() {
+						for _, m := range ms {
+							e.MatMul(m, dst[:B], xs[:B])
+						}
+					}
+					b.ReportMetric(flop*float64(B)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

@@ -36,10 +36,9 @@
 // the row tiles run one after another, R rows apart, their states 1536
 // (AVX-512) or 384 (AVX2) bytes apart. The AVX-512 bf16 tiles take one
 // more argument, pf *byte, and prefetch through it instead of flag 4 (the
-// AVX2 one keeps flag 4, which measured better): flag 8 =
-// one row's line per 32 columns from pf on, 16 = three rows' (pf, pf +
-// stride, pf + 2·stride); each row tile moves pf on by the rows it
-// prefetched (see MTLOOPN).
+// AVX2 one keeps flag 4, which measured better): flag 8 = three rows'
+// line per 32 columns from pf on (pf, pf + stride, pf + 2·stride); each
+// row tile moves pf on by three rows (see MTLOOPN).
 //
 // AVX-512 tiles: 3 rows × 4, 3 or 2 inputs; output i's lanes 0-15 and 16-31
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
