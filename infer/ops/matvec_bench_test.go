@@ -220,7 +220,18 @@ func BenchmarkMatMulLayerStack(b *testing.B) {
 		xs[i] = randVec(rng, 11264)
 		dst[i] = make([]float32, 11264)
 	}
-	for _, dt := range []weights.DType{weights.BF16, weights.Q8_0, weights.F32} {
+	// "BF16c" is bf16 weights in the bf16 compute dtype (VDPBF16PS where
+	// the CPU has AVX512_BF16; skipped where it runs the portable code).
+	for _, label := range []string{"BF16", "BF16c", "Q8_0", "F32"} {
+		dt, compute := weights.BF16, "f32"
+		switch label {
+		case "BF16c":
+			compute = "bf16"
+		case "Q8_0":
+			dt = weights.Q8_0
+		case "F32":
+			dt = weights.F32
+		}
 		var ms []Mat
 		var flop float64
 		for range 4 {
@@ -234,12 +245,15 @@ func BenchmarkMatMulLayerStack(b *testing.B) {
 				if name == "portable" {
 					continue
 				}
-				b.Run(fmt.Sprintf("%v/B=%d/%s", dt, B, name), func(b *testing.B) {
-					e, err := NewEngine(EngineOptions{Threads: 2, Kernel: name})
+				b.Run(fmt.Sprintf("%s/B=%d/%s", label, B, name), func(b *testing.B) {
+					e, err := NewEngine(EngineOptions{Threads: 2, Kernel: name, ComputeDType: compute})
 					if err != nil {
 						b.Fatal(err)
 					}
 					defer e.Close()
+					if compute == "bf16" && e.BF16KernelName() == "portable" {
+						b.Skip("no bf16 compute kernel here")
+					}
 					for b.Loop() {
 						for _, m := range ms {
 							e.MatMul(m, dst[:B], xs[:B])
