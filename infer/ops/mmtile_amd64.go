@@ -259,7 +259,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 		s.acc = make([]float32, need)
 	}
 	eo := m.DType == weights.BF16
-	spread := eo && isa == 1 // the AVX-512 bf16 tiles' prefetch (mmtNextShare)
+	nextPF := eo && isa == 1 // the AVX-512 bf16 tiles prefetch the next block (mmtNextShare)
 	if eo && in == nil {
 		in = m.mmtPrepare(k, xs)
 		defer mmtRelease(in)
@@ -277,7 +277,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 				n := min(cbk, nl-cb)
 				fl := blockFlags(cb, n, nl)
 				var next mmtBlock
-				if spread {
+				if nextPF {
 					next = mmtNextBlock(r0, rEnd, nl, cbk, p1 < len(xs), rg, re, cb, n)
 				}
 				for ti := range na {
@@ -287,7 +287,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 					f := fl
 					var pf *byte
 					switch {
-					case spread:
+					case nextPF:
 						f, pf = m.mmtNextShare(f, ti, (re-rg)/R, next)
 					case ti == 0:
 						f |= mmtPF
