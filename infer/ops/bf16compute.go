@@ -350,11 +350,11 @@ func (m Mat) bf16MMRange(asm bool, r0, r1 int, dst [][]float32, xb []uint16) {
 		defer bf16StatePool.Put(st)
 		for t0 := 0; t0 < T; t0 += tb {
 			t1 := min(t0+tb, T)
-			// Input tiles of 4, the rest in tiles of 3 or 2 (mmtSplit: a
-			// rest of 1 turns the last 4 into 3 + 2); a single input
-			// runs on the MV kernel.
+			// Input tiles of 4; the last 4 and the rest as mmtSplit splits
+			// them (a rest of 1 makes them 3 + 2); a single input runs on
+			// the MV kernel.
 			full, rest := (t1-t0)/TT, (t1-t0)%TT
-			if rest == 1 && full > 0 {
+			if rest > 0 && full > 0 {
 				full, rest = full-1, rest+TT
 			}
 			var tail [mmtMaxT]mmtTile
