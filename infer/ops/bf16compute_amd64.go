@@ -11,7 +11,7 @@ import "golang.org/x/sys/cpu"
 func mvDPBF16(w *uint16, stride, rows int, x *uint16, nl int, dst *float32)
 
 // dpbf16Peak512 runs BenchmarkFMAPeak's VDPBF16PS chains (n rounds of
-// 12 independent zmm dot products of bf16 ones; returns 2n).
+// 24 independent zmm dot products of bf16 ones; returns 2n).
 //
 //go:noescape
 func dpbf16Peak512(n int) float32

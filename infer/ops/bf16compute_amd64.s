@@ -249,23 +249,28 @@ TEXT ·cvtBF16Hi(SB), NOSPLIT, $0-16
 	RET
 
 // func dpbf16Peak512(n int) float32
-// The VDPBF16PS peak's chains (BenchmarkFMAPeak's "dpbf16"): 12
-// independent zmm accumulators Z0-Z11 from 0, each += the dot of two
-// vectors of bf16 ones (2 a lane) once a round, n rounds; the result is
-// Z0's lane 0, 2n.
+// The VDPBF16PS peak's chains (BenchmarkFMAPeak's "dpbf16"): 24
+// independent zmm accumulators Z0-Z23 from 0 (as fmaPeak512's), each +=
+// the dot of two vectors of bf16 ones (2 a lane) once a round, n rounds;
+// the result is Z0's lane 0, 2n.
 TEXT ·dpbf16Peak512(SB), NOSPLIT, $0-12
 	MOVQ n+0(FP), CX
 	MOVL $0x3f803f80, AX
-	VPBROADCASTD AX, Z12
+	VPBROADCASTD AX, Z24
 	VPXORD Z0, Z0, Z0
 	VMOVAPS Z0, Z1; VMOVAPS Z0, Z2; VMOVAPS Z0, Z3; VMOVAPS Z0, Z4; VMOVAPS Z0, Z5
 	VMOVAPS Z0, Z6; VMOVAPS Z0, Z7; VMOVAPS Z0, Z8; VMOVAPS Z0, Z9; VMOVAPS Z0, Z10; VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12; VMOVAPS Z0, Z13; VMOVAPS Z0, Z14; VMOVAPS Z0, Z15; VMOVAPS Z0, Z16; VMOVAPS Z0, Z17
+	VMOVAPS Z0, Z18; VMOVAPS Z0, Z19; VMOVAPS Z0, Z20; VMOVAPS Z0, Z21; VMOVAPS Z0, Z22; VMOVAPS Z0, Z23
 	TESTQ CX, CX
 	JLE dpdone
 dploop:
-	DPBF16(12, 12, 0); DPBF16(12, 12, 1); DPBF16(12, 12, 2); DPBF16(12, 12, 3)
-	DPBF16(12, 12, 4); DPBF16(12, 12, 5); DPBF16(12, 12, 6); DPBF16(12, 12, 7)
-	DPBF16(12, 12, 8); DPBF16(12, 12, 9); DPBF16(12, 12, 10); DPBF16(12, 12, 11)
+	DPBF16(24, 24, 0); DPBF16(24, 24, 1); DPBF16(24, 24, 2); DPBF16(24, 24, 3)
+	DPBF16(24, 24, 4); DPBF16(24, 24, 5); DPBF16(24, 24, 6); DPBF16(24, 24, 7)
+	DPBF16(24, 24, 8); DPBF16(24, 24, 9); DPBF16(24, 24, 10); DPBF16(24, 24, 11)
+	DPBF16(24, 24, 12); DPBF16(24, 24, 13); DPBF16(24, 24, 14); DPBF16(24, 24, 15)
+	DPBF16(24, 24, 16); DPBF16(24, 24, 17); DPBF16(24, 24, 18); DPBF16(24, 24, 19)
+	DPBF16(24, 24, 20); DPBF16(24, 24, 21); DPBF16(24, 24, 22); DPBF16(24, 24, 23)
 	DECQ CX
 	JNZ dploop
 dpdone:
