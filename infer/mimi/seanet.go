@@ -435,12 +435,13 @@ type resLayer struct {
 
 type resStage struct {
 	l        *resLayer
+	e        *ops.Engine
 	block    []*convStage
 	shortcut *convStage
 }
 
 func (l *resLayer) newStage(e *ops.Engine) stage {
-	s := &resStage{l: l}
+	s := &resStage{l: l, e: e}
 	for _, c := range l.block {
 		s.block = append(s.block, c.newConvStage(e))
 	}
@@ -475,7 +476,7 @@ func (s *resStage) forward(x []float32, T int) ([]float32, int) {
 	if n != T && s.shortcut == nil {
 		panic(fmt.Sprintf("mimi: residual block: branch gave %d rows for %d inputs", n, T))
 	}
-	ops.Add(y, skip[:len(y)])
+	s.e.Add(y, skip[:len(y)])
 	return y, n
 }
 

@@ -92,7 +92,7 @@ func loadFloats(ts []int, n, in int) int {
 // addOne adds stream i's shortcut into its branch's rows (res).
 func (b *seanetBatch) addOne(i int) {
 	y := b.ys[i]
-	ops.Add(y, b.skip[i][:len(y)])
+	b.e.Add(y, b.skip[i][:len(y)])
 }
 
 // at returns s resized to n (contents not kept when it grows).
