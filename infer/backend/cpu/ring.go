@@ -30,10 +30,11 @@ type kvElem interface{ float32 | uint16 }
 // holding the snapshot's storage (even after the prompt cache evicted it)
 // costs no more memory than the copy it replaces.
 //
-// pop[h] is how many of head h's slots have their pages in memory: a write
-// past it first has the next populateAhead bytes of the head's keys and
-// values populated in one call (populate), not faulted in a page at a
-// time. Shared slots are never populated.
+// pop[h] bounds head h's populated slots: those below it that are not
+// shared have their pages in memory, and a write at or past it first has
+// the next populateAhead bytes of the head's keys and values from its slot
+// populated in one call (populate), not faulted in a page at a time.
+// Shared slots are never populated.
 type ring[E kvElem] struct {
 	k, v   []E
 	pk, pv []E
@@ -169,9 +170,10 @@ func (d *ring[E]) grown(r *backend.Ring, capacity int) ringData {
 	nr := newRingData[E](r.Heads, r.Heads*r.Dh*capacity)
 	nr.pk, nr.pv, nr.pc, nr.np = d.pk, d.pv, d.pc, d.np
 	oc, dh := r.Capacity*r.Dh, r.Dh
-	lo := min(d.np, r.End) * dh // the shared slots are not in d's storage
+	s0 := min(d.np, r.End) // the shared slots are not in d's storage
+	lo := s0 * dh
 	for h := 0; h < r.Heads; h++ {
-		nr.populateSlots(h, capacity, dh, min(d.np, r.End), r.End)
+		nr.populateSlots(h, capacity, dh, s0, r.End)
 		copy(nr.k[h*capacity*dh+lo:], d.k[h*oc+lo:h*oc+r.End*dh])
 		copy(nr.v[h*capacity*dh+lo:], d.v[h*oc+lo:h*oc+r.End*dh])
 	}
