@@ -11,11 +11,11 @@
 // element j is accumulated into lane j%32 with one FMA (q·row), j
 // ascending, and the lanes are summed by HSUM32_512/HSUM32_256. They only
 // do several rows at a time (4 on AVX-512, 2 on AVX2) so that each load of
-// q serves all of them; at nl = 128 the AVX-512 kernel holds q in
-// Z16-Z23 for the whole call.
+// q serves all of them; at nl = 64 and 128 the AVX-512 kernel holds q in
+// Z16-Z19 or Z16-Z23 for the whole call.
 //
-// axpyRows* keep a chunk of dst in registers (128 floats on AVX-512, 64 on
-// AVX2; then 16 or 8 at a time) while every row, in order, adds
+// axpyRows* keep a chunk of dst in registers (128, then 64 floats on
+// AVX-512, 64 on AVX2; then 16 or 8 at a time) while every row, in order, adds
 // round(w[i]·row[j]) to it: VMULPS then VADDPS with the operands of
 // axpyAVX512/axpyAVX2, so each element sees the sequence of roundings of
 // one Axpy per row.
@@ -48,6 +48,13 @@
 	VFMADD231PS 384(R), Z22, A; \
 	VFMADD231PS 448(R), Z23, B
 
+// DOTROW_64 is DOTROW_128 for rows of 64 floats (q in Z16-Z19).
+#define DOTROW_64(R, A, B) \
+	VFMADD231PS 0(R), Z16, A; \
+	VFMADD231PS 64(R), Z17, B; \
+	VFMADD231PS 128(R), Z18, A; \
+	VFMADD231PS 192(R), Z19, B
+
 #define ZERO8_512 \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
@@ -64,10 +71,99 @@
 	HSUM32_512(Z4, Z5, X4, 8(DI)); \
 	HSUM32_512(Z6, Z7, X6, 12(DI))
 
+// DOTROWS_Q runs every row with q held in registers (DOTROW: the FMAs of
+// one row), four rows at a time, then the rest one by one (QUAD and ONE
+// are the loops' labels).
+#define DOTROWS_Q(DOTROW, QUAD, ONE) \
+QUAD: \
+	CMPQ CX, $4; \
+	JLT ONE; \
+	ROWPTR(0, R11); \
+	ROWPTR(4, R12); \
+	ROWPTR(8, R13); \
+	ROWPTR(12, DX); \
+	ZERO8_512; \
+	DOTROW(R11, Z0, Z1); \
+	DOTROW(R12, Z2, Z3); \
+	DOTROW(R13, Z4, Z5); \
+	DOTROW(DX, Z6, Z7); \
+	HSUM4_512; \
+	ADDQ $16, DI; \
+	ADDQ $16, R10; \
+	SUBQ $4, CX; \
+	JMP QUAD; \
+ONE: \
+	TESTQ CX, CX; \
+	JZ done; \
+	ROWPTR(0, R11); \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	DOTROW(R11, Z0, Z1); \
+	HSUM32_512(Z0, Z1, X0, 0(DI)); \
+	ADDQ $4, DI; \
+	ADDQ $4, R10; \
+	DECQ CX; \
+	JMP ONE
+
 // AXPY512(OFF, ZD, ZP): ZD += round(Z8 · OFF(R11)), the product in ZP.
 #define AXPY512(OFF, ZD, ZP) \
 	VMULPS OFF(R11), Z8, ZP; \
 	VADDPS ZD, ZP, ZD
+
+// AXPYCHUNK512 adds every row into a chunk of dst at byte offset AX held
+// in registers (LOAD, then AXPY for each row with Z8 = its weight, then
+// STORE); LOOP is the row loop's label.
+#define AXPYCHUNK512(LOAD, AXPY, STORE, LOOP) \
+	LOAD; \
+	XORQ R12, R12; \
+LOOP: \
+	MOVLQSX (R10)(R12*4), R11; \
+	IMULQ R9, R11; \
+	ADDQ R8, R11; \
+	ADDQ AX, R11; \
+	VBROADCASTSS (SI)(R12*4), Z8; \
+	AXPY; \
+	INCQ R12; \
+	CMPQ R12, CX; \
+	JLT LOOP; \
+	STORE
+
+#define LOAD1_512 VMOVUPS 0(DI)(AX*1), Z0
+#define LOAD4_512 \
+	LOAD1_512; \
+	VMOVUPS 64(DI)(AX*1), Z1; \
+	VMOVUPS 128(DI)(AX*1), Z2; \
+	VMOVUPS 192(DI)(AX*1), Z3
+#define LOAD8_512 \
+	LOAD4_512; \
+	VMOVUPS 256(DI)(AX*1), Z4; \
+	VMOVUPS 320(DI)(AX*1), Z5; \
+	VMOVUPS 384(DI)(AX*1), Z6; \
+	VMOVUPS 448(DI)(AX*1), Z7
+#define STORE1_512 VMOVUPS Z0, 0(DI)(AX*1)
+#define STORE4_512 \
+	STORE1_512; \
+	VMOVUPS Z1, 64(DI)(AX*1); \
+	VMOVUPS Z2, 128(DI)(AX*1); \
+	VMOVUPS Z3, 192(DI)(AX*1)
+#define STORE8_512 \
+	STORE4_512; \
+	VMOVUPS Z4, 256(DI)(AX*1); \
+	VMOVUPS Z5, 320(DI)(AX*1); \
+	VMOVUPS Z6, 384(DI)(AX*1); \
+	VMOVUPS Z7, 448(DI)(AX*1)
+#define AXPY1_512 AXPY512(0, Z0, Z9)
+#define AXPY4_512 \
+	AXPY1_512; \
+	AXPY512(64, Z1, Z10); \
+	AXPY512(128, Z2, Z11); \
+	AXPY512(192, Z3, Z12)
+#define AXPY8_512 \
+	AXPY4_512; \
+	AXPY512(256, Z4, Z13); \
+	AXPY512(320, Z5, Z14); \
+	AXPY512(384, Z6, Z15); \
+	AXPY512(448, Z7, Z16)
 
 #define AXPY256(OFF, YD, YP) \
 	VMULPS OFF(R11), Y8, YP; \
@@ -84,6 +180,8 @@ TEXT ·dotRowsAVX512(SB), NOSPLIT, $0-56
 	MOVQ rows+32(FP), R10
 	MOVQ nrows+40(FP), CX
 	MOVQ nl+48(FP), BX
+	CMPQ BX, $64
+	JEQ nl64
 	CMPQ BX, $128
 	JNE quad
 
@@ -96,42 +194,15 @@ TEXT ·dotRowsAVX512(SB), NOSPLIT, $0-56
 	VMOVUPS 320(SI), Z21
 	VMOVUPS 384(SI), Z22
 	VMOVUPS 448(SI), Z23
-quad128:
-	CMPQ CX, $4
-	JLT one128
-	ROWPTR(0, R11)
-	ROWPTR(4, R12)
-	ROWPTR(8, R13)
-	ROWPTR(12, DX)
-	ZERO8_512
-	DOTROW_128(R11, Z0, Z1)
-	DOTROW_128(R12, Z2, Z3)
-	DOTROW_128(R13, Z4, Z5)
-	DOTROW_128(DX, Z6, Z7)
-	HSUM4_512
-	ADDQ $16, DI
-	ADDQ $16, R10
-	SUBQ $4, CX
-	JMP quad128
-one128:
-	TESTQ CX, CX
-	JZ done
-	ROWPTR(0, R11)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VFMADD231PS 0(R11), Z16, Z0
-	VFMADD231PS 64(R11), Z17, Z1
-	VFMADD231PS 128(R11), Z18, Z0
-	VFMADD231PS 192(R11), Z19, Z1
-	VFMADD231PS 256(R11), Z20, Z0
-	VFMADD231PS 320(R11), Z21, Z1
-	VFMADD231PS 384(R11), Z22, Z0
-	VFMADD231PS 448(R11), Z23, Z1
-	HSUM32_512(Z0, Z1, X0, 0(DI))
-	ADDQ $4, DI
-	ADDQ $4, R10
-	DECQ CX
-	JMP one128
+	DOTROWS_Q(DOTROW_128, quad128, one128)
+
+	// nl = 64 (a head of 64, as Mimi's): q stays in Z16-Z19.
+nl64:
+	VMOVUPS 0(SI), Z16
+	VMOVUPS 64(SI), Z17
+	VMOVUPS 128(SI), Z18
+	VMOVUPS 192(SI), Z19
+	DOTROWS_Q(DOTROW_64, quad64, one64)
 
 	// Any nl: q is loaded once per 32 elements for four rows.
 quad:
@@ -277,60 +348,22 @@ TEXT ·axpyRowsAVX512(SB), NOSPLIT, $0-56
 big:
 	MOVQ BX, DX
 	SUBQ AX, DX
-	CMPQ DX, $512
+	CMPQ DX, $256
 	JLT small
-	VMOVUPS 0(DI)(AX*1), Z0
-	VMOVUPS 64(DI)(AX*1), Z1
-	VMOVUPS 128(DI)(AX*1), Z2
-	VMOVUPS 192(DI)(AX*1), Z3
-	VMOVUPS 256(DI)(AX*1), Z4
-	VMOVUPS 320(DI)(AX*1), Z5
-	VMOVUPS 384(DI)(AX*1), Z6
-	VMOVUPS 448(DI)(AX*1), Z7
-	XORQ R12, R12
-bigrow:
-	MOVLQSX (R10)(R12*4), R11
-	IMULQ R9, R11
-	ADDQ R8, R11
-	ADDQ AX, R11
-	VBROADCASTSS (SI)(R12*4), Z8
-	AXPY512(0, Z0, Z9)
-	AXPY512(64, Z1, Z10)
-	AXPY512(128, Z2, Z11)
-	AXPY512(192, Z3, Z12)
-	AXPY512(256, Z4, Z13)
-	AXPY512(320, Z5, Z14)
-	AXPY512(384, Z6, Z15)
-	AXPY512(448, Z7, Z16)
-	INCQ R12
-	CMPQ R12, CX
-	JLT bigrow
-	VMOVUPS Z0, 0(DI)(AX*1)
-	VMOVUPS Z1, 64(DI)(AX*1)
-	VMOVUPS Z2, 128(DI)(AX*1)
-	VMOVUPS Z3, 192(DI)(AX*1)
-	VMOVUPS Z4, 256(DI)(AX*1)
-	VMOVUPS Z5, 320(DI)(AX*1)
-	VMOVUPS Z6, 384(DI)(AX*1)
-	VMOVUPS Z7, 448(DI)(AX*1)
+	CMPQ DX, $512
+	JLT mid
+	AXPYCHUNK512(LOAD8_512, AXPY8_512, STORE8_512, bigrow)
 	ADDQ $512, AX
 	JMP big
+mid:
+	// 64 to 127 floats left: 64 of them, every row in one pass (a head
+	// of 64, as Mimi's), not one pass per 16.
+	AXPYCHUNK512(LOAD4_512, AXPY4_512, STORE4_512, midrow)
+	ADDQ $256, AX
 small:
 	CMPQ AX, BX
 	JGE done
-	VMOVUPS (DI)(AX*1), Z0
-	XORQ R12, R12
-smallrow:
-	MOVLQSX (R10)(R12*4), R11
-	IMULQ R9, R11
-	ADDQ R8, R11
-	ADDQ AX, R11
-	VBROADCASTSS (SI)(R12*4), Z8
-	AXPY512(0, Z0, Z9)
-	INCQ R12
-	CMPQ R12, CX
-	JLT smallrow
-	VMOVUPS Z0, (DI)(AX*1)
+	AXPYCHUNK512(LOAD1_512, AXPY1_512, STORE1_512, smallrow)
 	ADDQ $64, AX
 	JMP small
 done:

@@ -83,7 +83,7 @@ func TestAttnRowsBitIdentical(t *testing.T) {
 	es := attnEngines(t)
 	port := es["portable"]
 	r := rand.New(rand.NewPCG(24, 128))
-	for _, dh := range []int{1, 7, 16, 31, 32, 33, 64, 100, 128, 129, 256} {
+	for _, dh := range []int{1, 7, 16, 31, 32, 33, 64, 80, 100, 128, 129, 192, 200, 256, 320} {
 		for _, gap := range []int{0, 1, 5, 32} {
 			for nrows := 0; nrows <= 70; nrows++ {
 				c := newAttnRowsCase(r, dh, gap, nrows)
