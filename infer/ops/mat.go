@@ -255,7 +255,7 @@ func (e *Engine) MatVec(m Mat, dst, x []float32) {
 // lockstep batch), each bit-identical to MatVec(m, dst[t], xs[t]). On the
 // assembly variants it runs on the column-blocked register tiles of
 // mmtile_amd64.go (3 rows × 4, 3 or 2 inputs on AVX-512, 1 or 2 rows × 3
-// or 2 on AVX2; each weight read from memory once per 16 inputs, quantized
+// or 2 on AVX2; each weight read from memory once per 32 inputs, quantized
 // ones dequantized in registers); elsewhere weight rows are read once per
 // block of inputs (as many as fit mmBlockBytes) and register tiles share
 // their loads. dst must not alias xs.

@@ -28,7 +28,7 @@ func TestMatMulTilesBitIdentical(t *testing.T) {
 			} else {
 				m = randMat(rng, dt, rows, cols)
 			}
-			xs := make([][]float32, 33)
+			xs := make([][]float32, 65)
 			want := make([][]float32, len(xs))
 			for i := range xs {
 				xs[i] = randVec(rng, cols)
@@ -42,7 +42,7 @@ func TestMatMulTilesBitIdentical(t *testing.T) {
 				for _, threads := range []int{1, 2} {
 					withThreads(threads, func() {
 						withKernel(t, name, func() {
-							for _, T := range []int{2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 20, 33} {
+							for _, T := range []int{2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 20, 31, 32, 33, 65} {
 								dst := make([][]float32, T)
 								for i := range dst {
 									dst[i] = make([]float32, rows)

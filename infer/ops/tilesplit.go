@@ -4,8 +4,12 @@ package ops
 // mode's tiles (mmtile_amd64.go) and the bf16 mode's (bf16compute.go).
 
 // mmtMaxT bounds the inputs of one pass over the weights of the f32 mode's
-// tiles (more run as several passes), and so the tiles of a split.
-const mmtMaxT = 16
+// tiles (more run as several passes), and so the tiles of a split. 32:
+// Mimi's transformers run two rows a stream, 32 at B = 16, and a pass's
+// column block of 32 inputs (256 KiB) and its group of weights fit a
+// 1 MiB L2; 16 read their weights twice (2026-12-05, Zen 5: B = 32 f32
+// products from memory 162-164 -> 178-179 GFLOP/s).
+const mmtMaxT = 32
 
 // mmtTile is one input tile of a pass: the kernel's T input slots (a slot
 // past n repeats input 0 of the tile: its outputs are dropped).
