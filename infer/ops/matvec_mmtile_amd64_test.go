@@ -59,7 +59,7 @@ func TestMatMulTilesBounds(t *testing.T) {
 						t.Fatal("no panic")
 					}
 				}()
-				m.mmtCall(k.id, tc.r, tc.R, 1, tc.cb, tc.n, T, &xp, acc, 0, nil)
+				m.mmtCall(k.id, tc.r, tc.R, 1, tc.cb, tc.n, T, &xp, acc, 0, nil, nil)
 			})
 		}
 	}

@@ -43,14 +43,25 @@ func TestMatMulTilesBitIdentical(t *testing.T) {
 					withThreads(threads, func() {
 						withKernel(t, name, func() {
 							for _, T := range []int{2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 20, 31, 32, 33, 65} {
+								// Each output has room past its rows, which no
+								// kernel may write.
 								dst := make([][]float32, T)
 								for i := range dst {
-									dst[i] = make([]float32, rows)
+									buf := make([]float32, rows+16)
+									for j := range buf {
+										buf[j] = 42
+									}
+									dst[i] = buf[:rows]
 								}
 								m.MatMul(dst, xs[:T])
 								for i := range T {
 									if j := bitsEqual(dst[i], want[i]); j >= 0 {
 										t.Fatalf("%s %s %dx%d T=%d threads %d: input %d row %d = %g (%08x), MatVec %g (%08x)", name, dt, rows, cols, T, threads, i, j, dst[i][j], math.Float32bits(dst[i][j]), want[i][j], math.Float32bits(want[i][j]))
+									}
+									for j, v := range dst[i][rows:cap(dst[i])] {
+										if v != 42 {
+											t.Fatalf("%s %s %dx%d T=%d threads %d: input %d: wrote %g past its %d rows (at %d)", name, dt, rows, cols, T, threads, i, v, rows, rows+j)
+										}
 									}
 								}
 							}

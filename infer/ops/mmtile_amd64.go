@@ -23,10 +23,11 @@ import (
 // of each input in the even/odd layout (mmtEvenOdd), made once a MatMul
 // (mmtPrepare) and read by every chunk of its rows.
 
-// The AVX-512 bf16 tiles prefetch through pf (mmtPFN), not mmtPF.
+// The AVX-512 bf16 tiles prefetch through pf (mmtPFN), not mmtPF. The
+// 3 × 4 one stores its sums in place through out with mmtOut.
 //
 //go:noescape
-func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
+func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte, out *[4]uintptr)
 
 //go:noescape
 func mmtBF16AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
@@ -127,6 +128,10 @@ const (
 	// bf16: prefetch through pf three rows' line per 32 columns, pf
 	// moving on by three rows each row tile.
 	mmtPFN = 8
+	// bf16 3 × 4: on the last block, store the sums through out (each of
+	// the four pointers moving on by three rows a row tile), not only
+	// into the state.
+	mmtOut = 16
 )
 
 // Tuning (results do not depend on these).
@@ -144,7 +149,10 @@ const (
 	mmtAccFloats = 24 * 16
 )
 
-type mmtScratch struct{ acc []float32 }
+type mmtScratch struct {
+	acc []float32
+	out [4]uintptr // mmtOut's addresses
+}
 
 var mmtPool = sync.Pool{New: func() any { return new(mmtScratch) }}
 
@@ -303,8 +311,20 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 							xp[j] = xp[0]
 						}
 					}
-					m.mmtCall(k.id, rg, R, (re-rg)/R, cb, n, tl.T, &xp, acc, f, pf)
-					if f&mmtFinal == 0 {
+					// The bf16 3 × 4 tile of four inputs stores its last
+					// block's sums in place (no mmtScatter): addresses, not
+					// pointers, as the kernel moves them on (dst keeps the
+					// arrays alive).
+					var out *[4]uintptr
+					if nextPF && tl.T == 4 && tn == 4 && f&mmtFinal != 0 {
+						out = &s.out
+						for j := range 4 {
+							s.out[j] = uintptr(unsafe.Pointer(&dst[p0+tl.t0+j][rg]))
+						}
+						f |= mmtOut
+					}
+					m.mmtCall(k.id, rg, R, (re-rg)/R, cb, n, tl.T, &xp, acc, f, pf, out)
+					if f&mmtFinal == 0 || out != nil {
 						continue
 					}
 					rs, ts := tl.T, 1 // output (r, t) at acc[r·rs + t·ts]
@@ -374,8 +394,10 @@ func (m Mat) mmtNextShare(f, ti, nrt int, nb mmtBlock) (int, *byte) {
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
 // rows (one of mmtShape's) from row r, columns [cb, cb+n), their states one after
 // another in acc (accF floats each), after checking that every access
-// stays in m and acc.
-func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte) {
+// stays in m and acc. With mmtOut (the bf16 3 × 4 tile) the kernel also
+// writes rows [r, r + nrt·R) of the four outputs whose addresses out holds
+// (archMMTiles takes them from dst, whose lengths MatMul checked).
+func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte, out *[4]uintptr) {
 	c := m.Cols
 	R1, _, accF := mmtShape(id, m.DType, 1)
 	if R2, _, accF2 := mmtShape(id, m.DType, mmtMaxT); R == R2 {
@@ -419,7 +441,10 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		case weights.BF16:
 			switch T {
 			case 4:
-				mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, pf)
+				if fl&mmtOut != 0 && out == nil {
+					panic("ops: kernel bounds")
+				}
+				mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, pf, out)
 			case 3:
 				mmtBF16AVX512x3(w, stride, xp, n, &acc[0], fl, nrt, pf)
 			default:

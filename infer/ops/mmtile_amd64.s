@@ -55,6 +55,7 @@
 #define FL_FINAL 2
 #define FL_PF 4
 #define FL_PFN 8
+#define FL_OUT 16
 
 // ZLOAD18 / ZSTORE18 / ZZERO18: a 3 × 3 tile's state, Z0-Z17.
 #define ZLOAD18(P) \
@@ -191,6 +192,34 @@
 	ZTREE12B(Z1, Z9, Z17); \
 	VADDPS Z1, Z0, Z0; \
 	VMOVUPS Z0, (R11)
+
+// OUT3(LANE, OFF) stores output lanes 4·LANE … 4·LANE+2 of Z0 (input
+// LANE's three rows) through the pointer at OFF(R12), then moves that
+// pointer on by the three rows (K1 = the three lanes' mask).
+#define OUT3(LANE, OFF) \
+	VEXTRACTF32X4 $LANE, Z0, X24; \
+	MOVQ OFF(R12), R14; \
+	VMOVUPS X24, K1, (R14); \
+	ADDQ $12, OFF(R12)
+
+// ZHSUM12EO_OUT is ZHSUM12EO and, with FL_OUT, the twelve sums stored in
+// place: input t's three rows through out[t] (out+64(FP)), so that no
+// scatter copies them from the state (R14, R12: reloaded at the next row
+// tile).
+#define ZHSUM12EO_OUT \
+	ZHSUM12EO; \
+	TESTQ $FL_OUT, R14; \
+	JZ outdone; \
+	MOVQ out+64(FP), R12; \
+	MOVL $7, R14; \
+	KMOVW R14, K1; \
+	MOVQ 0(R12), R14; \
+	VMOVUPS X0, K1, (R14); \
+	ADDQ $12, 0(R12); \
+	OUT3(1, 8); \
+	OUT3(2, 16); \
+	OUT3(3, 24); \
+outdone:
 
 // HSUMEO256: the AVX2 tile's output of even lanes 0-14 in YE0, 16-30 in
 // YE1, odd lanes 1-15 in YO0, 17-31 in YO1 → DST (the first fold, 16
@@ -755,9 +784,9 @@ GLOBL mmtIota<>(SB), RODATA|NOPTR, $16
 // ---- the kernels ----
 
 // The bf16 tiles take their inputs in the even/odd layout (mmtEvenOdd).
-TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-64
+TEXT ·mmtBF16AVX512x4(SB), NOSPLIT, $0-72
 	VPBROADCASTD mmtHiMask<>(SB), Z28
-	MT512N(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12EO, BODY4_BF16)
+	MT512N(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12EO_OUT, BODY4_BF16)
 
 TEXT ·mmtBF16AVX512x3(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Z28
