@@ -24,7 +24,8 @@ import (
 // (mmtPrepare) and read by every chunk of its rows.
 
 // The AVX-512 bf16 tiles prefetch through pf (mmtPFN), not mmtPF. The
-// 3 × 4 one stores its sums in place through out with mmtOut.
+// 3 × 4 tiles but Q4_K's store their sums in place through out with
+// mmtOut.
 //
 //go:noescape
 func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte, out *[4]uintptr)
@@ -36,7 +37,7 @@ func mmtBF16AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, 
 func mmtBF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte)
 
 //go:noescape
-func mmtF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
 func mmtF16AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -45,7 +46,7 @@ func mmtF16AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, f
 func mmtF16AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF32AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtF32AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
 func mmtF32AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -54,7 +55,7 @@ func mmtF32AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, f
 func mmtF32AVX512x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtQ8_0AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtQ8_0AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
 func mmtQ8_0AVX512x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -128,9 +129,9 @@ const (
 	// bf16: prefetch through pf three rows' line per 32 columns, pf
 	// moving on by three rows each row tile.
 	mmtPFN = 8
-	// bf16 3 × 4: on the last block, store the sums through out (each of
-	// the four pointers moving on by three rows a row tile), not only
-	// into the state.
+	// AVX-512 3 × 4 (not Q4_K): on the last block, store the sums through
+	// out (each of the four addresses moving on by three rows a row tile),
+	// not only into the state.
 	mmtOut = 16
 )
 
@@ -311,12 +312,12 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 							xp[j] = xp[0]
 						}
 					}
-					// The bf16 3 × 4 tile of four inputs stores its last
+					// An AVX-512 3 × 4 tile of four inputs stores its last
 					// block's sums in place (no mmtScatter): addresses, not
 					// pointers, as the kernel moves them on (dst keeps the
 					// arrays alive).
 					var out *[4]uintptr
-					if nextPF && tl.T == 4 && tn == 4 && f&mmtFinal != 0 {
+					if isa == 1 && tl.T == 4 && tn == 4 && f&mmtFinal != 0 && m.DType != weights.Q4_K {
 						out = &s.out
 						for j := range 4 {
 							s.out[j] = uintptr(unsafe.Pointer(&dst[p0+tl.t0+j][rg]))
@@ -394,7 +395,7 @@ func (m Mat) mmtNextShare(f, ti, nrt int, nb mmtBlock) (int, *byte) {
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
 // rows (one of mmtShape's) from row r, columns [cb, cb+n), their states one after
 // another in acc (accF floats each), after checking that every access
-// stays in m and acc. With mmtOut (the bf16 3 × 4 tile) the kernel also
+// stays in m and acc. With mmtOut (an AVX-512 3 × 4 tile) the kernel also
 // writes rows [r, r + nrt·R) of the four outputs whose addresses out holds
 // (archMMTiles takes them from dst, whose lengths MatMul checked).
 func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte, out *[4]uintptr) {
@@ -434,6 +435,9 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		}
 		w, stride = &m.q[r*rb+off], rb
 	}
+	if fl&mmtOut != 0 && (out == nil || id != kAVX512 || T != 4 || m.DType == weights.Q4_K) {
+		panic("ops: kernel bounds") // no tile stores in place here
+	}
 	switch {
 	case id == kAVX512:
 		// Direct calls: through a func value the arguments would escape.
@@ -441,9 +445,6 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		case weights.BF16:
 			switch T {
 			case 4:
-				if fl&mmtOut != 0 && out == nil {
-					panic("ops: kernel bounds")
-				}
 				mmtBF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, pf, out)
 			case 3:
 				mmtBF16AVX512x3(w, stride, xp, n, &acc[0], fl, nrt, pf)
@@ -453,7 +454,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		case weights.F16:
 			switch T {
 			case 4:
-				mmtF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+				mmtF16AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, out)
 			case 3:
 				mmtF16AVX512x3(w, stride, xp, n, &acc[0], fl, nrt)
 			default:
@@ -462,7 +463,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		case weights.F32:
 			switch T {
 			case 4:
-				mmtF32AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+				mmtF32AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, out)
 			case 3:
 				mmtF32AVX512x3(w, stride, xp, n, &acc[0], fl, nrt)
 			default:
@@ -471,7 +472,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		case weights.Q8_0:
 			switch T {
 			case 4:
-				mmtQ8_0AVX512x4(w, stride, xp, n, &acc[0], fl, nrt)
+				mmtQ8_0AVX512x4(w, stride, xp, n, &acc[0], fl, nrt, out)
 			case 3:
 				mmtQ8_0AVX512x3(w, stride, xp, n, &acc[0], fl, nrt)
 			default:

@@ -202,15 +202,14 @@
 	VMOVUPS X24, K1, (R14); \
 	ADDQ $12, OFF(R12)
 
-// ZHSUM12EO_OUT is ZHSUM12EO and, with FL_OUT, the twelve sums stored in
-// place: input t's three rows through out[t] (out+64(FP)), so that no
-// scatter copies them from the state (R14, R12: reloaded at the next row
-// tile).
-#define ZHSUM12EO_OUT \
-	ZHSUM12EO; \
+// OUTSTORE12(OUT): with FL_OUT, a 3 × 4 tile's twelve sums (Z0, output
+// (r, t) in lane 4t + r) stored in place: input t's three rows through
+// the address at 8t(OUT) (the out argument), so that no scatter copies
+// them from the state (R14, R12: reloaded at the next row tile).
+#define OUTSTORE12(OUT) \
 	TESTQ $FL_OUT, R14; \
 	JZ outdone; \
-	MOVQ out+64(FP), R12; \
+	MOVQ OUT, R12; \
 	MOVL $7, R14; \
 	KMOVW R14, K1; \
 	MOVQ 0(R12), R14; \
@@ -220,6 +219,12 @@
 	OUT3(2, 16); \
 	OUT3(3, 24); \
 outdone:
+
+// ZHSUM12EO_OUT and ZHSUM12_OUT are ZHSUM12EO and ZHSUM12 with
+// OUTSTORE12 (out after pf in the bf16 tile's arguments, after tiles in
+// the others').
+#define ZHSUM12EO_OUT ZHSUM12EO; OUTSTORE12(out+64(FP))
+#define ZHSUM12_OUT ZHSUM12; OUTSTORE12(out+56(FP))
 
 // HSUMEO256: the AVX2 tile's output of even lanes 0-14 in YE0, 16-30 in
 // YE1, odd lanes 1-15 in YO0, 17-31 in YO1 → DST (the first fold, 16
@@ -796,8 +801,8 @@ TEXT ·mmtBF16AVX512x2(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Z28
 	MT512N(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6EO, BODY2_BF16)
 
-TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-56
-	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_F16, $64)
+TEXT ·mmtF16AVX512x4(SB), NOSPLIT, $0-64
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12_OUT, PF3_1, BODY4_F16, $64)
 
 TEXT ·mmtF16AVX512x3(SB), NOSPLIT, $0-56
 	MT512(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9, PF3_1, BODY3X_F16, $64)
@@ -805,8 +810,8 @@ TEXT ·mmtF16AVX512x3(SB), NOSPLIT, $0-56
 TEXT ·mmtF16AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_1, BODY2_F16, $64)
 
-TEXT ·mmtF32AVX512x4(SB), NOSPLIT, $0-56
-	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_2, BODY4_F32, $128)
+TEXT ·mmtF32AVX512x4(SB), NOSPLIT, $0-64
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12_OUT, PF3_2, BODY4_F32, $128)
 
 TEXT ·mmtF32AVX512x3(SB), NOSPLIT, $0-56
 	MT512(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9, PF3_2, BODY3X_F32, $128)
@@ -814,8 +819,8 @@ TEXT ·mmtF32AVX512x3(SB), NOSPLIT, $0-56
 TEXT ·mmtF32AVX512x2(SB), NOSPLIT, $0-56
 	MT512(XP2, ZLOAD12, ZZERO12, ZSTORE12, ZHSUM6, PF3_2, BODY2_F32, $128)
 
-TEXT ·mmtQ8_0AVX512x4(SB), NOSPLIT, $0-56
-	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12, PF3_1, BODY4_Q8, $34)
+TEXT ·mmtQ8_0AVX512x4(SB), NOSPLIT, $0-64
+	MT512(XP4, ZLOAD24, ZZERO24, ZSTORE24, ZHSUM12_OUT, PF3_1, BODY4_Q8, $34)
 
 TEXT ·mmtQ8_0AVX512x3(SB), NOSPLIT, $0-56
 	MT512(XP3, ZLOAD18, ZZERO18, ZSTORE18, ZHSUM9, PF3_1, BODY3X_Q8, $34)
