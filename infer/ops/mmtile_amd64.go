@@ -24,8 +24,8 @@ import (
 // (mmtPrepare) and read by every chunk of its rows.
 
 // The AVX-512 bf16 tiles prefetch through pf (mmtPFN), not mmtPF. The
-// 3 × 4 tiles but Q4_K's store their sums in place through out with
-// mmtOut.
+// tiles with an out argument store their sums in place through it with
+// mmtOut (mmtStoresOut).
 //
 //go:noescape
 func mmtBF16AVX512x4(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, pf *byte, out *[4]uintptr)
@@ -86,7 +86,7 @@ func mmtBF16AVX2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, fl
 func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtBF16AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtBF16AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
 func mmtBF16AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -95,7 +95,7 @@ func mmtBF16AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, 
 func mmtF32AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
 
 //go:noescape
-func mmtF32AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtF32AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
 func mmtF16AVX2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
@@ -129,9 +129,9 @@ const (
 	// bf16: prefetch through pf three rows' line per 32 columns, pf
 	// moving on by three rows each row tile.
 	mmtPFN = 8
-	// AVX-512 3 × 4 (not Q4_K): on the last block, store the sums through
-	// out (each of the four addresses moving on by three rows a row tile),
-	// not only into the state.
+	// mmtStoresOut's tiles: on the last block, store the sums through out
+	// (each input's address moving on by the tile's rows a row tile), not
+	// only into the state.
 	mmtOut = 16
 )
 
@@ -214,6 +214,19 @@ func mmtShape(id kernelID, dt weights.DType, inputs int) (R, Tmax, accF int) {
 		return 2, 3, 24 * 8
 	}
 	return 1, 3, 12 * 8
+}
+
+// mmtStoresOut reports whether variant id's tile of R rows × T inputs for
+// dtype dt stores its sums in place (mmtOut): the AVX-512 3 × 4 tiles but
+// Q4_K's, and the AVX2 bf16 and f32 2 × 3 ones.
+func mmtStoresOut(id kernelID, dt weights.DType, R, T int) bool {
+	switch id {
+	case kAVX512:
+		return T == 4 && dt != weights.Q4_K
+	case kAVX2:
+		return R == 2 && T == 3 && (dt == weights.BF16 || dt == weights.F32)
+	}
+	return false
 }
 
 // mmtKind picks the kernel: 0 = none.
@@ -312,14 +325,14 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 							xp[j] = xp[0]
 						}
 					}
-					// An AVX-512 3 × 4 tile of four inputs stores its last
+					// A tile of mmtStoresOut with all its inputs stores its last
 					// block's sums in place (no mmtScatter): addresses, not
 					// pointers, as the kernel moves them on (dst keeps the
 					// arrays alive).
 					var out *[4]uintptr
-					if isa == 1 && tl.T == 4 && tn == 4 && f&mmtFinal != 0 && m.DType != weights.Q4_K {
+					if tn == tl.T && f&mmtFinal != 0 && mmtStoresOut(k.id, m.DType, R, tl.T) {
 						out = &s.out
-						for j := range 4 {
+						for j := range tn {
 							s.out[j] = uintptr(unsafe.Pointer(&dst[p0+tl.t0+j][rg]))
 						}
 						f |= mmtOut
@@ -395,8 +408,8 @@ func (m Mat) mmtNextShare(f, ti, nrt int, nb mmtBlock) (int, *byte) {
 // mmtCall runs the T-input tile kernel of variant id on nrt row tiles of R
 // rows (one of mmtShape's) from row r, columns [cb, cb+n), their states one after
 // another in acc (accF floats each), after checking that every access
-// stays in m and acc. With mmtOut (an AVX-512 3 × 4 tile) the kernel also
-// writes rows [r, r + nrt·R) of the four outputs whose addresses out holds
+// stays in m and acc. With mmtOut (mmtStoresOut's tiles) the kernel also
+// writes rows [r, r + nrt·R) of the T outputs whose addresses out holds
 // (archMMTiles takes them from dst, whose lengths MatMul checked).
 func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc []float32, fl int, pf *byte, out *[4]uintptr) {
 	c := m.Cols
@@ -435,7 +448,7 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 		}
 		w, stride = &m.q[r*rb+off], rb
 	}
-	if fl&mmtOut != 0 && (out == nil || id != kAVX512 || T != 4 || m.DType == weights.Q4_K) {
+	if fl&mmtOut != 0 && (out == nil || !mmtStoresOut(id, m.DType, R, T)) {
 		panic("ops: kernel bounds") // no tile stores in place here
 	}
 	switch {
@@ -498,9 +511,9 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 	case R == 2:
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX2x2x3(w, stride, xp, n, &acc[0], fl, nrt)
+			mmtBF16AVX2x2x3(w, stride, xp, n, &acc[0], fl, nrt, out)
 		case weights.F32:
-			mmtF32AVX2x2x3(w, stride, xp, n, &acc[0], fl, nrt)
+			mmtF32AVX2x2x3(w, stride, xp, n, &acc[0], fl, nrt, out)
 		}
 	case T == 2:
 		switch m.DType {

@@ -220,6 +220,29 @@
 	OUT3(3, 24); \
 outdone:
 
+// R2OUT: with FL_OUT, the 2 × 3 tile's six sums (just written to acc[i],
+// i = 3r + t, at R11) copied to their places: input t's two rows through
+// the address at 8t(out+56(FP)), moved on by the two rows (AX, DI, R12,
+// R14: free here, reloaded at the next row tile).
+#define R2OUT \
+	TESTQ $FL_OUT, R14; \
+	JZ outdone; \
+	MOVQ out+56(FP), R12; \
+	R2OUT1(0, 0); \
+	R2OUT1(8, 4); \
+	R2OUT1(16, 8); \
+outdone:
+
+// R2OUT1(P, A): the two rows of the input whose address is at P(R12),
+// from acc[A/4] and acc[A/4 + 3].
+#define R2OUT1(P, A) \
+	MOVQ P(R12), AX; \
+	MOVL A(R11), DI; \
+	MOVL DI, 0(AX); \
+	MOVL (A+12)(R11), DI; \
+	MOVL DI, 4(AX); \
+	ADDQ $8, P(R12)
+
 // ZHSUM12EO_OUT and ZHSUM12_OUT are ZHSUM12EO and ZHSUM12 with
 // OUTSTORE12 (out after pf in the bf16 tile's arguments, after tiles in
 // the others').
@@ -1055,12 +1078,13 @@ next: \
 	VZEROUPPER; \
 	RET
 
-TEXT ·mmtBF16AVX2x2x3(SB), NOSPLIT, $0-56
+// The 2 × 3 tiles store their sums in place with FL_OUT (R2OUT).
+TEXT ·mmtBF16AVX2x2x3(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Y14
-	MT2X3(XP3, R2BF16A, R2BF16B, $64, R2SUMBF16)
+	MT2X3(XP3, R2BF16A, R2BF16B, $64, R2SUMBF16; R2OUT)
 
-TEXT ·mmtF32AVX2x2x3(SB), NOSPLIT, $0-56
-	MT2X3(XP3, R2F32A, R2F32B, $128, R2SUMF32)
+TEXT ·mmtF32AVX2x2x3(SB), NOSPLIT, $0-64
+	MT2X3(XP3, R2F32A, R2F32B, $128, R2SUMF32; R2OUT)
 
 // The 2 × 2 tiles: outputs (r, t) at acc[3r + t], as the 2 × 3 tile's.
 TEXT ·mmtBF16AVX2x2x2(SB), NOSPLIT, $0-56
