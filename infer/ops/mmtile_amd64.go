@@ -89,10 +89,10 @@ func mmtBF16AVX2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, fl
 func mmtBF16AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
-func mmtBF16AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtBF16AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
-func mmtF32AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int)
+func mmtF32AVX2x2x2(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
 
 //go:noescape
 func mmtF32AVX2x2x3(w *byte, stride int, xs *[4]*float32, n int, acc *float32, flags, tiles int, out *[4]uintptr)
@@ -218,13 +218,13 @@ func mmtShape(id kernelID, dt weights.DType, inputs int) (R, Tmax, accF int) {
 
 // mmtStoresOut reports whether variant id's tile of R rows × T inputs for
 // dtype dt stores its sums in place (mmtOut): the AVX-512 3 × 4 tiles but
-// Q4_K's, and the AVX2 bf16 and f32 2 × 3 ones.
+// Q4_K's, and the AVX2 bf16 and f32 two-row ones (2 × 3 and 2 × 2).
 func mmtStoresOut(id kernelID, dt weights.DType, R, T int) bool {
 	switch id {
 	case kAVX512:
 		return T == 4 && dt != weights.Q4_K
 	case kAVX2:
-		return R == 2 && T == 3 && (dt == weights.BF16 || dt == weights.F32)
+		return R == 2 && (dt == weights.BF16 || dt == weights.F32)
 	}
 	return false
 }
@@ -504,9 +504,9 @@ func (m Mat) mmtCall(id kernelID, r, R, nrt, cb, n, T int, xp *[4]*float32, acc 
 	case R == 2 && T == 2: // the AVX2 two-row tiles (mmtShape)
 		switch m.DType {
 		case weights.BF16:
-			mmtBF16AVX2x2x2(w, stride, xp, n, &acc[0], fl, nrt)
+			mmtBF16AVX2x2x2(w, stride, xp, n, &acc[0], fl, nrt, out)
 		case weights.F32:
-			mmtF32AVX2x2x2(w, stride, xp, n, &acc[0], fl, nrt)
+			mmtF32AVX2x2x2(w, stride, xp, n, &acc[0], fl, nrt, out)
 		}
 	case R == 2:
 		switch m.DType {

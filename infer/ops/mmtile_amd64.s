@@ -233,6 +233,16 @@ outdone:
 	R2OUT1(16, 8); \
 outdone:
 
+// R2OUT2 is R2OUT for the 2 × 2 tile (its sums in the 2 × 3 tile's
+// places, inputs 0 and 1).
+#define R2OUT2 \
+	TESTQ $FL_OUT, R14; \
+	JZ outdone; \
+	MOVQ out+56(FP), R12; \
+	R2OUT1(0, 0); \
+	R2OUT1(8, 4); \
+outdone:
+
 // R2OUT1(P, A): the two rows of the input whose address is at P(R12),
 // from acc[A/4] and acc[A/4 + 3].
 #define R2OUT1(P, A) \
@@ -1078,7 +1088,7 @@ next: \
 	VZEROUPPER; \
 	RET
 
-// The 2 × 3 tiles store their sums in place with FL_OUT (R2OUT).
+// The two-row tiles store their sums in place with FL_OUT (R2OUT, R2OUT2).
 TEXT ·mmtBF16AVX2x2x3(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Y14
 	MT2X3(XP3, R2BF16A, R2BF16B, $64, R2SUMBF16; R2OUT)
@@ -1087,12 +1097,12 @@ TEXT ·mmtF32AVX2x2x3(SB), NOSPLIT, $0-64
 	MT2X3(XP3, R2F32A, R2F32B, $128, R2SUMF32; R2OUT)
 
 // The 2 × 2 tiles: outputs (r, t) at acc[3r + t], as the 2 × 3 tile's.
-TEXT ·mmtBF16AVX2x2x2(SB), NOSPLIT, $0-56
+TEXT ·mmtBF16AVX2x2x2(SB), NOSPLIT, $0-64
 	VPBROADCASTD mmtHiMask<>(SB), Y14
-	MT2X3(XP2, R2BF16A2, R2BF16B2, $64, R2SUMBF16)
+	MT2X3(XP2, R2BF16A2, R2BF16B2, $64, R2SUMBF16; R2OUT2)
 
-TEXT ·mmtF32AVX2x2x2(SB), NOSPLIT, $0-56
-	MT2X3(XP2, R2F32A2, R2F32B2, $128, R2SUMF32)
+TEXT ·mmtF32AVX2x2x2(SB), NOSPLIT, $0-64
+	MT2X3(XP2, R2F32A2, R2F32B2, $128, R2SUMF32; R2OUT2)
 
 // func mmtEvenOdd(dst, src *float32, n int): src's n floats (a multiple
 // of 32) in the bf16 tiles' input layout: per 32-float group, its 16 even
