@@ -265,3 +265,49 @@ func BenchmarkMatMulLayerStack(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulDepformerStack times the products of the 8 steps a
+// frame runs of the ~1.3B depformer (4 layers a step, each qkv 1536×512,
+// output 512×512, gated FFN 4224×512 and 512×2112: 275 MB in bf16, every
+// matrix from memory) on two threads, per batch size and assembly variant: the rows
+// of 512 that run row-major on AVX-512 (mmtRowMajorFits), and the FFN's
+// output, which does not.
+func BenchmarkMatMulDepformerStack(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	xs := make([][]float32, 16)
+	dst := make([][]float32, len(xs))
+	for i := range xs {
+		xs[i] = randVec(rng, 4224)
+		dst[i] = make([]float32, 4224)
+	}
+	var ms []Mat
+	var flop float64
+	for range 8 {
+		for range 4 {
+			for _, sh := range [][2]int{{1536, 512}, {512, 512}, {4224, 512}, {512, 2112}} {
+				ms = append(ms, benchMat(weights.BF16, sh[0], sh[1]))
+				flop += 2 * float64(sh[0]*sh[1])
+			}
+		}
+	}
+	for _, B := range []int{8, 12, 16} {
+		for _, name := range KernelNames() {
+			if name == "portable" {
+				continue
+			}
+			b.Run(fmt.Sprintf("B=%d/%s", B, name), func(b *testing.B) {
+				e, err := NewEngine(EngineOptions{Threads: 2, Kernel: name})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				for b.Loop() {
+					for _, m := range ms {
+						e.MatMul(m, dst[:B], xs[:B])
+					}
+				}
+				b.ReportMetric(flop*float64(B)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 func TestMatMulTilesBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	dts := append(append([]weights.DType{}, testDTypes...), quantDTypes...)
-	shapes := [][2]int{{3, 32}, {5, 64}, {26, 256}, {50, 300}, {27, 1100}, {49, 2336}, {8, 4127}}
+	shapes := [][2]int{{3, 32}, {5, 64}, {26, 256}, {50, 300}, {51, 512}, {40, 1024}, {27, 1100}, {49, 2336}, {8, 4127}}
 	for _, dt := range dts {
 		for _, sh := range shapes {
 			rows, cols := sh[0], sh[1]

@@ -281,17 +281,45 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 		s.acc = make([]float32, need)
 	}
 	eo := m.DType == weights.BF16
-	nextPF := eo && isa == 1 // the AVX-512 bf16 tiles prefetch the next block (mmtNextShare)
 	if eo && in == nil {
 		in = m.mmtPrepare(k, xs)
 		defer mmtRelease(in)
 	}
-	nrt := mmtGroupRows / R // row tiles of a group
+	if eo && mmtRowMajorFits(k.id, len(xs), nl) {
+		m.mmtRowMajor(r0, rEnd, nl, dst, len(xs), in, s)
+	} else {
+		m.mmtColumnMajor(k, isa, r0, rEnd, nl, cbk, dst, xs, &tiles, ntiles, tb, in, s)
+	}
+	mmtPool.Put(s)
+	if rEnd < r1 {
+		for t := range xs {
+			k.mv(m, rEnd, r1, nl, xs[t], dst[t])
+		}
+	}
+	if nl < c {
+		for t := range xs {
+			m.tailRows(r0, r1, nl, xs[t], dst[t][r0:r1])
+		}
+	}
+	return true
+}
+
+// mmtColumnMajor is archMMTiles' schedule for every product that
+// mmtRowMajorFits does not take: per row group and column block, each
+// input tile of a pass over the inputs (tb of them) passes over the
+// group's row tiles while its block of inputs stays in L1 and the group's
+// block of weights in L2.
+func (m Mat) mmtColumnMajor(k *kernelSet, isa, r0, rEnd, nl, cbk int, dst, xs [][]float32, tiles *[mmtMaxT]mmtTile, ntiles, tb int, in *mmtInputs, s *mmtScratch) {
+	R, _, accF := mmtShape(k.id, m.DType, tb)
+	tmax, has3, has2 := mmtKernels(k.id, m.DType, tb)
+	eo := m.DType == weights.BF16
+	nextPF := eo && isa == 1 // the AVX-512 bf16 tiles prefetch the next block (mmtNextShare)
+	nrt := mmtGroupRows / R  // row tiles of a group
 	for p0 := 0; p0 < len(xs); p0 += tb {
 		p1 := min(p0+tb, len(xs))
 		na := ntiles // this pass's tiles
 		if p1-p0 < tb {
-			na = mmtSplit(tmax, has3, has2, p1-p0, &tiles)
+			na = mmtSplit(tmax, has3, has2, p1-p0, tiles)
 		}
 		for rg := r0; rg < rEnd; rg += mmtGroupRows {
 			re := min(rg+mmtGroupRows, rEnd)
@@ -353,19 +381,75 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 			}
 		}
 	}
-	mmtPool.Put(s)
-	if rEnd < r1 {
-		for t := range xs {
-			k.mv(m, rEnd, r1, nl, xs[t], dst[t])
-		}
-	}
-	if nl < c {
-		for t := range xs {
-			m.tailRows(r0, r1, nl, xs[t], dst[t][r0:r1])
-		}
-	}
-	return true
 }
+
+// mmtRowMajorFits reports whether a bf16 product of T inputs with nl
+// columns (less the tail) runs row-major (mmtRowMajor) on variant id: the
+// AVX-512 3 × 4 tiles, 8-16 inputs (a multiple of 4), whose columns, all
+// of them, fit mmtXBytes (L1) at once: rows of ≤ 512 at B = 16, ≤ 1,024 at
+// B = 8 (the depformer's). Longer rows would carry the tiles' state from
+// block to block, which measured slower than the column-major schedule
+// (2026-12-05, Zen 5: 1.3B layer products 0.85-0.9×).
+func mmtRowMajorFits(id kernelID, T, nl int) bool {
+	return id == kAVX512 && T%4 == 0 && T >= 8 && T <= 16 && 4*T*nl <= mmtXBytes
+}
+
+// mmtRowMajor computes rows [r0, rEnd) (whole row tiles) of the product
+// of T inputs (mmtRowMajorFits), in the even/odd layout in in, on
+// mmtBF16AVX512x4R: per group of rows, one call runs each row tile over
+// every input tile, the row tile's weights read from memory once and then
+// from L1, and prefetches the next row tile's weights as it goes.
+func (m Mat) mmtRowMajor(r0, rEnd, nl int, dst [][]float32, T int, in *mmtInputs, s *mmtScratch) {
+	const R = 3
+	c, nti := m.Cols, T/4
+	if need := nti * 16; cap(s.acc) < need {
+		s.acc = make([]float32, need)
+	}
+	if len(in.xe) < T*nl || len(dst) != T {
+		panic("ops: kernel bounds")
+	}
+	var ds [mmtMaxT / 4]mmtDesc
+	for ti := range nti {
+		for j := range 4 {
+			ds[ti].xs[j] = &in.xe[(4*ti+j)*nl]
+		}
+		ds[ti].sums = &s.acc[16*ti]
+	}
+	for rg := r0; rg < rEnd; rg += mmtGroupRows {
+		re := min(rg+mmtGroupRows, rEnd)
+		if re > m.Rows || (re-1)*c+nl > len(m.u16) || (re-rg)%R != 0 {
+			panic("ops: kernel bounds")
+		}
+		for ti := range nti {
+			for j := range 4 {
+				// Addresses, not pointers: dst keeps the arrays alive
+				// (MatMul checked their lengths).
+				ds[ti].out[j] = uintptr(unsafe.Pointer(&dst[4*ti+j][rg]))
+			}
+		}
+		var pf *byte // the next group's first rows, for its last row tile
+		if re+R <= rEnd {
+			pf = (*byte)(unsafe.Pointer(&m.u16[re*c]))
+		}
+		mmtBF16AVX512x4R((*byte)(unsafe.Pointer(&m.u16[rg*c])), 2*c, &ds[0], nl, (re-rg)/R, nti, pf)
+	}
+}
+
+// mmtDesc is one input tile of mmtBF16AVX512x4R, 72 bytes as the kernel
+// reads them: its four inputs' first elements, a scratch of 16 floats, its
+// four outputs' addresses at the row group's first row.
+type mmtDesc struct {
+	xs   [4]*float32
+	sums *float32
+	out  [4]uintptr
+}
+
+// The kernel reads mmtDesc at 72-byte steps: this fails to compile
+// where the struct is any other size.
+var _ = [1]struct{}{}[unsafe.Sizeof(mmtDesc{})-72]
+
+//go:noescape
+func mmtBF16AVX512x4R(w *byte, stride int, d *mmtDesc, n int, rows, nti int, pf *byte)
 
 // mmtBlock is a column block of a row group: rows [row, row+rows),
 // columns from col on; rows == 0 for none.

@@ -1139,3 +1139,134 @@ eoloop:
 eodone:
 	VZEROUPPER
 	RET
+
+// ---- the bf16 3 × 4 tile, row-major: every input tile per row tile ----
+//
+// func mmtBF16AVX512x4R(w *byte, stride int, d *mmtDesc, n int, rows, nti int, pf *byte)
+//
+// A product whose inputs' columns, all of them, fit L1 at once (one
+// column block of n, the whole row: mmtRowMajorFits) runs row tile by row
+// tile (rows of them, three weight rows each, w on by three rows a row
+// tile), each row tile over all its nti input tiles (descriptors d[0..nti),
+// 72 bytes each: the four inputs' first elements, the 16-float scratch of
+// ZHSUM12EO, the four outputs' addresses at row 0): the row tile's weights
+// come from memory once and are then read from L1 by every input tile,
+// and the inputs stay in L1 for all the row tiles, so the tiles compute
+// from L1 while the next weights arrive. Input j of input tile ti gets its
+// three sums of row tile rt at d[ti].out[j] + 12·rt (the bits of the
+// matrix-vector product, as the other tiles'). While input tile k computes,
+// it prefetches (to L1) one line a 32-column group of the next row tile's
+// rows: row 2 − k for k < 3, or rows 1 and 2 then row 0 where nti = 2 (the
+// last row tile: of the rows at pf, the next group's, where pf is not nil).
+//
+// Frame: 0(SP) the descriptor, 8(SP) input tiles left, 16(SP) the row
+// tile's weights, 24(SP) its output offset, 32(SP) row tiles left, 40(SP)
+// the next row tile's weights (prefetched).
+TEXT ·mmtBF16AVX512x4R(SB), NOSPLIT, $48-56
+	VPBROADCASTD mmtHiMask<>(SB), Z28
+	MOVQ stride+8(FP), R8
+	MOVL $7, R12
+	KMOVW R12, K1
+	MOVQ w+0(FP), AX
+	MOVQ AX, 16(SP)
+	MOVQ $0, 24(SP)
+	MOVQ rows+32(FP), AX
+	MOVQ AX, 32(SP)
+
+rowtile:
+	MOVQ 16(SP), AX
+	LEAQ (R8)(R8*2), R13
+	ADDQ R13, AX
+	CMPQ 32(SP), $1
+	JNE pfset
+	MOVQ pf+48(FP), AX
+
+pfset:
+	MOVQ AX, 40(SP)
+	MOVQ d+16(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ nti+40(FP), AX
+	MOVQ AX, 8(SP)
+
+tile:
+	MOVQ 0(SP), R13
+	MOVQ 0(R13), BX
+	MOVQ 8(R13), CX
+	MOVQ 16(R13), DX
+	MOVQ 24(R13), DI
+	MOVQ 16(SP), SI
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	MOVQ n+24(FP), R12
+	XORQ AX, AX
+	ZZERO24
+
+	// Input tile k = nti − (tiles left) prefetches its rows, if any.
+	MOVQ nti+40(FP), R14
+	SUBQ 8(SP), R14
+	CMPQ R14, $3
+	JGE loop
+	MOVQ 40(SP), R13
+	TESTQ R13, R13
+	JZ loop
+	CMPQ nti+40(FP), $2
+	JNE pfone
+	TESTQ R14, R14
+	JNZ pfrow0
+	LEAQ (R13)(R8*1), R14
+
+loopPF2:
+	PREFETCHT0 (R14)
+	PREFETCHT0 (R14)(R8*1)
+	ADDQ $64, R14
+	MTITER(BODY4_BF16, $64)
+	JLT loopPF2
+	JMP done
+
+pfrow0:
+	MOVQ R13, R14
+	JMP loopPF
+
+pfone:
+	NEGQ R14
+	ADDQ $2, R14
+	IMULQ R8, R14
+	ADDQ R13, R14
+
+loopPF:
+	PREFETCHT0 (R14)
+	ADDQ $64, R14
+	MTITER(BODY4_BF16, $64)
+	JLT loopPF
+	JMP done
+
+loop:
+	MTITER(BODY4_BF16, $64)
+	JLT loop
+
+done:
+	MOVQ 0(SP), R13
+	MOVQ 32(R13), R11
+	ZHSUM12EO
+	MOVQ 24(SP), R12
+	MOVQ 40(R13), R14
+	VMOVUPS X0, K1, (R14)(R12*1)
+	VEXTRACTF32X4 $1, Z0, X24
+	MOVQ 48(R13), R14
+	VMOVUPS X24, K1, (R14)(R12*1)
+	VEXTRACTF32X4 $2, Z0, X24
+	MOVQ 56(R13), R14
+	VMOVUPS X24, K1, (R14)(R12*1)
+	VEXTRACTF32X4 $3, Z0, X24
+	MOVQ 64(R13), R14
+	VMOVUPS X24, K1, (R14)(R12*1)
+	ADDQ $72, 0(SP)
+	DECQ 8(SP)
+	JNZ tile
+	LEAQ (R8)(R8*2), R13
+	ADDQ R13, 16(SP)
+	ADDQ $12, 24(SP)
+	DECQ 32(SP)
+	JNZ rowtile
+	VZEROUPPER
+	RET
