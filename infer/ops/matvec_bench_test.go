@@ -269,12 +269,12 @@ func BenchmarkMatMulLayerStack(b *testing.B) {
 // BenchmarkMatMulDepformerStack times the products of the 8 steps a
 // frame runs of the ~1.3B depformer (4 layers a step, each qkv 1536×512,
 // output 512×512, gated FFN 4224×512 and 512×2112: 275 MB in bf16, every
-// matrix from memory) on two threads, per batch size and assembly variant: the rows
-// of 512 that run row-major on AVX-512 (mmtRowMajorFits), and the FFN's
-// output, which does not.
+// matrix from memory) on two threads, per batch size and assembly variant:
+// the rows of 512 that run row-major on AVX-512 (mmtRowMajorPart), and
+// the FFN's output, which does not.
 func BenchmarkMatMulDepformerStack(b *testing.B) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	xs := make([][]float32, 16)
+	xs := make([][]float32, 32)
 	dst := make([][]float32, len(xs))
 	for i := range xs {
 		xs[i] = randVec(rng, 4224)
@@ -290,7 +290,7 @@ func BenchmarkMatMulDepformerStack(b *testing.B) {
 			}
 		}
 	}
-	for _, B := range []int{8, 12, 16} {
+	for _, B := range []int{8, 12, 16, 32} {
 		for _, name := range KernelNames() {
 			if name == "portable" {
 				continue

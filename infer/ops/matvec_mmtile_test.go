@@ -42,7 +42,7 @@ func TestMatMulTilesBitIdentical(t *testing.T) {
 				for _, threads := range []int{1, 2} {
 					withThreads(threads, func() {
 						withKernel(t, name, func() {
-							for _, T := range []int{2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 20, 31, 32, 33, 65} {
+							for _, T := range []int{2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 20, 24, 31, 32, 33, 65} {
 								// Each output has room past its rows, which no
 								// kernel may write.
 								dst := make([][]float32, T)

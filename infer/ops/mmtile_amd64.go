@@ -285,8 +285,10 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 		in = m.mmtPrepare(k, xs)
 		defer mmtRelease(in)
 	}
-	if eo && mmtRowMajorFits(k.id, len(xs), nl) {
-		m.mmtRowMajor(r0, rEnd, nl, dst, len(xs), in, s)
+	if part := mmtRowMajorPart(k.id, m.DType, len(xs), nl); part > 0 {
+		for p0 := 0; p0 < len(xs); p0 += part {
+			m.mmtRowMajor(r0, rEnd, nl, dst, in, p0, part, s)
+		}
 	} else {
 		m.mmtColumnMajor(k, isa, r0, rEnd, nl, cbk, dst, xs, &tiles, ntiles, tb, in, s)
 	}
@@ -305,7 +307,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 }
 
 // mmtColumnMajor is archMMTiles' schedule for every product that
-// mmtRowMajorFits does not take: per row group and column block, each
+// mmtRowMajorPart does not take: per row group and column block, each
 // input tile of a pass over the inputs (tb of them) passes over the
 // group's row tiles while its block of inputs stays in L1 and the group's
 // block of weights in L2.
@@ -383,35 +385,52 @@ func (m Mat) mmtColumnMajor(k *kernelSet, isa, r0, rEnd, nl, cbk int, dst, xs []
 	}
 }
 
-// mmtRowMajorFits reports whether a bf16 product of T inputs with nl
-// columns (less the tail) runs row-major (mmtRowMajor) on variant id: the
-// AVX-512 3 × 4 tiles, 8-16 inputs (a multiple of 4), whose columns, all
-// of them, fit mmtXBytes (L1) at once: rows of ≤ 512 at B = 16, ≤ 1,024 at
-// B = 8 (the depformer's). Longer rows would carry the tiles' state from
-// block to block, which measured slower than the column-major schedule
-// (2026-12-05, Zen 5: 1.3B layer products 0.85-0.9×).
-func mmtRowMajorFits(id kernelID, T, nl int) bool {
-	return id == kAVX512 && T%4 == 0 && T >= 8 && T <= 16 && 4*T*nl <= mmtXBytes
+// mmtRowMajorPart is the inputs a pass of the row-major schedule
+// (mmtRowMajor) takes in a bf16 product of T inputs with nl columns (less
+// the tail) on variant id, 0 where the product runs column-major: the
+// AVX-512 3 × 4 tiles, passes of 8-16 inputs (24 and 32 inputs run as two
+// passes) whose columns, all of them, fit mmtXBytes (L1) at once: rows of
+// ≤ 512 at 16 inputs a pass, ≤ 1,024 at 8 (the depformer's). Longer rows
+// would carry the tiles' state from block to block, which measured slower
+// than the column-major schedule (2026-12-05, Zen 5: the 1.3B temporal
+// layers' products 0.85-0.9×), and so did float32 weights (Mimi's
+// transformers: 0.86-0.88×; a pass reads twice the bytes for its FLOPs).
+func mmtRowMajorPart(id kernelID, dt weights.DType, T, nl int) int {
+	if id != kAVX512 || dt != weights.BF16 {
+		return 0
+	}
+	part := T
+	switch T {
+	case 8, 12, 16:
+	case 24, 32:
+		part = T / 2
+	default:
+		return 0
+	}
+	if 4*part*nl > mmtXBytes {
+		return 0
+	}
+	return part
 }
 
 // mmtRowMajor computes rows [r0, rEnd) (whole row tiles) of the product
-// of T inputs (mmtRowMajorFits), in the even/odd layout in in, on
-// mmtBF16AVX512x4R: per group of rows, one call runs each row tile over
-// every input tile, the row tile's weights read from memory once and then
-// from L1, and prefetches the next row tile's weights as it goes.
-func (m Mat) mmtRowMajor(r0, rEnd, nl int, dst [][]float32, T int, in *mmtInputs, s *mmtScratch) {
+// for inputs [p0, p0+T) (T of mmtRowMajorPart), in the even/odd layout in
+// in, on mmtBF16AVX512x4R: per group of rows, one call runs each row tile
+// over every input tile, the row tile's weights read from memory once and
+// then from L1, and prefetches the next row tile's weights as it goes.
+func (m Mat) mmtRowMajor(r0, rEnd, nl int, dst [][]float32, in *mmtInputs, p0, T int, s *mmtScratch) {
 	const R = 3
 	c, nti := m.Cols, T/4
 	if need := nti * 16; cap(s.acc) < need {
 		s.acc = make([]float32, need)
 	}
-	if len(in.xe) < T*nl || len(dst) != T {
+	if p0+T > len(dst) || len(in.xe) < (p0+T)*nl {
 		panic("ops: kernel bounds")
 	}
 	var ds [mmtMaxT / 4]mmtDesc
 	for ti := range nti {
 		for j := range 4 {
-			ds[ti].xs[j] = &in.xe[(4*ti+j)*nl]
+			ds[ti].xs[j] = &in.xe[(p0+4*ti+j)*nl]
 		}
 		ds[ti].sums = &s.acc[16*ti]
 	}
@@ -424,7 +443,7 @@ func (m Mat) mmtRowMajor(r0, rEnd, nl int, dst [][]float32, T int, in *mmtInputs
 			for j := range 4 {
 				// Addresses, not pointers: dst keeps the arrays alive
 				// (MatMul checked their lengths).
-				ds[ti].out[j] = uintptr(unsafe.Pointer(&dst[4*ti+j][rg]))
+				ds[ti].out[j] = uintptr(unsafe.Pointer(&dst[p0+4*ti+j][rg]))
 			}
 		}
 		var pf *byte // the next group's first rows, for its last row tile
