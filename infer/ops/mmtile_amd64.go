@@ -21,7 +21,10 @@ import (
 // widen a row's 32-column group as its even and its odd columns (two ALU
 // operations, not four) and so take their inputs in that order: a copy
 // of each input in the even/odd layout (mmtEvenOdd), made once a MatMul
-// (mmtPrepare) and read by every chunk of its rows.
+// (mmtPrepare) and read by every chunk of its rows. A bf16 product whose
+// inputs fit L1 whole runs row-major instead on AVX-512 (mmtRowMajor:
+// each row tile over all its input tiles, its weights read from L1 after
+// the first), which overlaps the weights' read with the compute.
 
 // The AVX-512 bf16 tiles prefetch through pf (mmtPFN), not mmtPF. The
 // tiles with an out argument store their sums in place through it with
