@@ -262,27 +262,12 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 	nl := c &^ (lanes - 1)
 	passes := (len(xs) + mmtMaxT - 1) / mmtMaxT
 	tb := (len(xs) + passes - 1) / passes
-	R, Tmax, accF := mmtShape(k.id, m.DType, tb)
+	R, _, _ := mmtShape(k.id, m.DType, tb) // the tile rows, as mmtColumnMajor picks them
 	if isa == 0 || nl == 0 || r1-r0 < R {
 		return false
 	}
-	var tiles [mmtMaxT]mmtTile
-	tmax, has3, has2 := mmtKernels(k.id, m.DType, tb)
-	ntiles := mmtSplit(tmax, has3, has2, tb, &tiles)
-	cbk := max(256, mmtXBytes/(4*Tmax)&^255)
-	if isa == 2 && R == 2 {
-		// The two-pass tile reads its rows' block twice: half the block
-		// keeps the inputs and both rows in L1.
-		cbk = max(256, mmtXBytes/(8*Tmax)&^255)
-	}
-	// Two inputs run in column blocks too (whole rows, their inputs from
-	// L2, measured 12 % slower on the AVX-512 3 × 2 tile and 45 % on the
-	// AVX2 1 × 2 one: Zen 4, 2026-12-04).
 	rEnd := r1 - (r1-r0)%R // rows [rEnd, r1) run on the mv kernel
 	s := mmtPool.Get().(*mmtScratch)
-	if need := mmtGroupRows / R * ntiles * accF; cap(s.acc) < need {
-		s.acc = make([]float32, need)
-	}
 	eo := m.DType == weights.BF16
 	if eo && in == nil {
 		in = m.mmtPrepare(k, xs)
@@ -293,7 +278,7 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 			m.mmtRowMajor(r0, rEnd, nl, dst, in, p0, part, s)
 		}
 	} else {
-		m.mmtColumnMajor(k, isa, r0, rEnd, nl, cbk, dst, xs, &tiles, ntiles, tb, in, s)
+		m.mmtColumnMajor(k, isa, r0, rEnd, nl, dst, xs, in, s)
 	}
 	mmtPool.Put(s)
 	if rEnd < r1 {
@@ -314,9 +299,25 @@ func (m Mat) archMMTiles(k *kernelSet, r0, r1 int, dst, xs [][]float32, in *mmtI
 // input tile of a pass over the inputs (tb of them) passes over the
 // group's row tiles while its block of inputs stays in L1 and the group's
 // block of weights in L2.
-func (m Mat) mmtColumnMajor(k *kernelSet, isa, r0, rEnd, nl, cbk int, dst, xs [][]float32, tiles *[mmtMaxT]mmtTile, ntiles, tb int, in *mmtInputs, s *mmtScratch) {
-	R, _, accF := mmtShape(k.id, m.DType, tb)
+func (m Mat) mmtColumnMajor(k *kernelSet, isa, r0, rEnd, nl int, dst, xs [][]float32, in *mmtInputs, s *mmtScratch) {
+	passes := (len(xs) + mmtMaxT - 1) / mmtMaxT
+	tb := (len(xs) + passes - 1) / passes
+	R, Tmax, accF := mmtShape(k.id, m.DType, tb)
+	var tiles [mmtMaxT]mmtTile
 	tmax, has3, has2 := mmtKernels(k.id, m.DType, tb)
+	ntiles := mmtSplit(tmax, has3, has2, tb, &tiles)
+	cbk := max(256, mmtXBytes/(4*Tmax)&^255)
+	if isa == 2 && R == 2 {
+		// The two-pass tile reads its rows' block twice: half the block
+		// keeps the inputs and both rows in L1.
+		cbk = max(256, mmtXBytes/(8*Tmax)&^255)
+	}
+	// Two inputs run in column blocks too (whole rows, their inputs from
+	// L2, measured 12 % slower on the AVX-512 3 × 2 tile and 45 % on the
+	// AVX2 1 × 2 one: Zen 4, 2026-12-04).
+	if need := mmtGroupRows / R * ntiles * accF; cap(s.acc) < need {
+		s.acc = make([]float32, need)
+	}
 	eo := m.DType == weights.BF16
 	nextPF := eo && isa == 1 // the AVX-512 bf16 tiles prefetch the next block (mmtNextShare)
 	nrt := mmtGroupRows / R  // row tiles of a group
@@ -324,7 +325,7 @@ func (m Mat) mmtColumnMajor(k *kernelSet, isa, r0, rEnd, nl, cbk int, dst, xs []
 		p1 := min(p0+tb, len(xs))
 		na := ntiles // this pass's tiles
 		if p1-p0 < tb {
-			na = mmtSplit(tmax, has3, has2, p1-p0, tiles)
+			na = mmtSplit(tmax, has3, has2, p1-p0, &tiles)
 		}
 		for rg := r0; rg < rEnd; rg += mmtGroupRows {
 			re := min(rg+mmtGroupRows, rEnd)
@@ -459,7 +460,8 @@ func (m Mat) mmtRowMajor(r0, rEnd, nl int, dst [][]float32, in *mmtInputs, p0, T
 
 // mmtDesc is one input tile of mmtBF16AVX512x4R, 72 bytes as the kernel
 // reads them: its four inputs' first elements, a scratch of 16 floats, its
-// four outputs' addresses at the row group's first row.
+// four outputs' addresses at the row group's first row (the kernel moves
+// them on by three rows a row tile).
 type mmtDesc struct {
 	xs   [4]*float32
 	sums *float32

@@ -210,6 +210,12 @@
 	TESTQ $FL_OUT, R14; \
 	JZ outdone; \
 	MOVQ OUT, R12; \
+	OUT12; \
+outdone:
+
+// OUT12: the twelve sums of Z0 (as OUTSTORE12) through the four addresses
+// at R12, each moved on by the three rows (R14, K1: scratch).
+#define OUT12 \
 	MOVL $7, R14; \
 	KMOVW R14, K1; \
 	MOVQ 0(R12), R14; \
@@ -217,8 +223,7 @@
 	ADDQ $12, 0(R12); \
 	OUT3(1, 8); \
 	OUT3(2, 16); \
-	OUT3(3, 24); \
-outdone:
+	OUT3(3, 24)
 
 // R2OUT: with FL_OUT, the 2 × 3 tile's six sums (just written to acc[i],
 // i = 3r + t, at R11) copied to their places: input t's two rows through
@@ -1153,23 +1158,21 @@ eodone:
 // come from memory once and are then read from L1 by every input tile,
 // and the inputs stay in L1 for all the row tiles, so the tiles compute
 // from L1 while the next weights arrive. Input j of input tile ti gets its
-// three sums of row tile rt at d[ti].out[j] + 12·rt (the bits of the
-// matrix-vector product, as the other tiles'). While input tile k computes,
+// three sums of row tile rt at d[ti].out[j], which OUT12 moves on by the
+// three rows (the bits of the matrix-vector product, as the other
+// tiles'). While input tile k computes,
 // it prefetches (to L1) one line a 32-column group of the next row tile's
 // rows: row 2 − k for k < 3, or rows 1 and 2 then row 0 where nti = 2 (the
 // last row tile: of the rows at pf, the next group's, where pf is not nil).
 //
 // Frame: 0(SP) the descriptor, 8(SP) input tiles left, 16(SP) the row
-// tile's weights, 24(SP) its output offset, 32(SP) row tiles left, 40(SP)
-// the next row tile's weights (prefetched).
+// tile's weights, 32(SP) row tiles left, 40(SP) the next row tile's
+// weights (prefetched).
 TEXT ·mmtBF16AVX512x4R(SB), NOSPLIT, $48-56
 	VPBROADCASTD mmtHiMask<>(SB), Z28
 	MOVQ stride+8(FP), R8
-	MOVL $7, R12
-	KMOVW R12, K1
 	MOVQ w+0(FP), AX
 	MOVQ AX, 16(SP)
-	MOVQ $0, 24(SP)
 	MOVQ rows+32(FP), AX
 	MOVQ AX, 32(SP)
 
@@ -1248,24 +1251,13 @@ done:
 	MOVQ 0(SP), R13
 	MOVQ 32(R13), R11
 	ZHSUM12EO
-	MOVQ 24(SP), R12
-	MOVQ 40(R13), R14
-	VMOVUPS X0, K1, (R14)(R12*1)
-	VEXTRACTF32X4 $1, Z0, X24
-	MOVQ 48(R13), R14
-	VMOVUPS X24, K1, (R14)(R12*1)
-	VEXTRACTF32X4 $2, Z0, X24
-	MOVQ 56(R13), R14
-	VMOVUPS X24, K1, (R14)(R12*1)
-	VEXTRACTF32X4 $3, Z0, X24
-	MOVQ 64(R13), R14
-	VMOVUPS X24, K1, (R14)(R12*1)
+	LEAQ 40(R13), R12
+	OUT12
 	ADDQ $72, 0(SP)
 	DECQ 8(SP)
 	JNZ tile
 	LEAQ (R8)(R8*2), R13
 	ADDQ R13, 16(SP)
-	ADDQ $12, 24(SP)
 	DECQ 32(SP)
 	JNZ rowtile
 	VZEROUPPER
