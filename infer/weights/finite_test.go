@@ -94,6 +94,36 @@ func TestCheckFiniteFloats(t *testing.T) {
 	}
 }
 
+// The scan tests 64-byte rounds of words at once: a NaN or infinity in
+// any lane of any word of the first, a middle or the last round (or the
+// tail after them) is found at its own index, and the largest finite
+// values, whose exponents are all ones but the lowest bit, pass.
+func TestCheckFiniteEveryLane(t *testing.T) {
+	for _, dt := range []DType{BF16, F16, F32, F64} {
+		n := 3*64/dt.Size() + 3
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = -65504 // f16's largest finite: exponent 11110
+			if dt != F16 && i%2 == 1 {
+				v[i] = math.Float32frombits(0x7F7F0000) // bf16's largest finite: exponent 11111110
+			}
+		}
+		if err := floatTensor("w", dt, []int{n}, v).CheckFinite(); err != nil {
+			t.Fatalf("%s, all finite: %v", dt, err)
+		}
+		for at := range n {
+			for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+				w := append([]float32(nil), v...)
+				w[at] = bad
+				want := fmt.Sprintf("tensor \"w\": element %d is ", at)
+				if err := floatTensor("w", dt, []int{n}, w).CheckFinite(); err == nil || !strings.HasPrefix(err.Error(), want) {
+					t.Errorf("%s, %v at %d: %v", dt, bad, at, err)
+				}
+			}
+		}
+	}
+}
+
 // A tensor above scanChunk is scanned in parallel chunks; the first bad
 // element is reported whichever chunk finishes first.
 func TestCheckFiniteLarge(t *testing.T) {
