@@ -44,7 +44,8 @@
 // in Z(2i), Z(2i+1); row pointers SI, R9, R10 (advanced through the block),
 // weights through Z24-Z26, inputs through Z27 (x pointers BX, CX, DX, DI),
 // Q8_0 scales or Q4_K tables in Z28-Z30 (bf16: the odd columns' mask in
-// Z28), the Q4_K nibble values 0…15 in Z31. AVX2 tiles (f16, Q8_0, Q4_K,
+// Z28, the rows' raw 64 bytes in Z29-Z31), the Q4_K nibble values 0…15 in
+// Z31. AVX2 tiles (f16, Q8_0, Q4_K,
 // and bf16 and f32 products of 1 or 2 inputs; the others run "2 rows × 3
 // inputs in two passes" below): 1 row × 3 inputs; input t's lane groups 8q…8q+7 in Y(4t+q) (bf16: the even/odd groups);
 // weights through Y12 (bf16: loaded into Y13, the mask in Y14). AX is
@@ -385,15 +386,22 @@ next: \
 // ---- AVX-512 weights of the 3 rows → Z24-Z26 ----
 
 // bf16 (the even/odd layout): the group's even columns, then its odd
-// ones (Z28 = the mask).
+// ones (Z28 = the mask). Each row's 64 bytes are loaded once (into
+// Z29-Z31, which the bf16 tiles do not use otherwise) and widened twice
+// from the register: a checkpoint's rows are seldom 64-byte aligned (a
+// safetensors file's data starts where its header ends), and a load that
+// crosses a cache line costs two.
 #define W3_BF16E \
-	VPSLLD $16, (SI), Z24; \
-	VPSLLD $16, (R9), Z25; \
-	VPSLLD $16, (R10), Z26
+	VMOVDQU32 (SI), Z29; \
+	VMOVDQU32 (R9), Z30; \
+	VMOVDQU32 (R10), Z31; \
+	VPSLLD $16, Z29, Z24; \
+	VPSLLD $16, Z30, Z25; \
+	VPSLLD $16, Z31, Z26
 #define W3_BF16O \
-	VPANDD (SI), Z28, Z24; \
-	VPANDD (R9), Z28, Z25; \
-	VPANDD (R10), Z28, Z26
+	VPANDD Z29, Z28, Z24; \
+	VPANDD Z30, Z28, Z25; \
+	VPANDD Z31, Z28, Z26
 #define W3_F16(OFF) \
 	VCVTPH2PS OFF(SI), Z24; \
 	VCVTPH2PS OFF(R9), Z25; \
