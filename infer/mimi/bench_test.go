@@ -211,3 +211,20 @@ func BenchmarkCodecChunk(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoad loads the real Mimi's shapes (random weights already in
+// memory): the checks of every weight and the convolutions' packing that
+// every run of the main command pays before its first frame.
+func BenchmarkLoad(b *testing.B) {
+	cfg := config.DefaultMimi()
+	specs, err := WeightSpecs(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := weights.Random(specs, 1)
+	for b.Loop() {
+		if _, err := Load(cfg, f, cpu.Default(), ops.Default()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

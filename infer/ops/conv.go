@@ -75,11 +75,11 @@ func NewConv1d(w, bias *weights.Tensor, stride, dilation, groups int) (*Conv1d, 
 		}
 		c.Bias = bias.Float32s()
 	}
-	src := w.Float32s()
 	if groups != 1 {
-		c.dw = src // [Out][1][K] is already [Out][K]
+		c.dw = w.Float32s() // [Out][1][K] is already [Out][K]
 		return c, nil
 	}
+	src := packSource(w)
 	// Window j = tap·In + input channel. Undilated taps are consecutive
 	// input rows: one run of Kernel·In values.
 	taps, in := k, inG
@@ -90,6 +90,16 @@ func NewConv1d(w, bias *weights.Tensor, stride, dilation, groups int) (*Conv1d, 
 		return src[(o*inG+j%inG)*k+j/inG]
 	}, c.biasAt)
 	return c, nil
+}
+
+// packSource is w's elements for newConvPack to read once: a float32
+// tensor is read in place (from its mapping), others are widened into a
+// copy that the packing drops.
+func packSource(w *weights.Tensor) []float32 {
+	if w.DType == weights.F32 {
+		return w.F32View()
+	}
+	return w.Float32s()
 }
 
 func (c *Conv1d) biasAt(o int) float32 {
@@ -174,11 +184,11 @@ func NewConvTranspose1d(w, bias *weights.Tensor, stride, groups int) (*ConvTrans
 		c.Bias = bias.Float32s()
 	}
 	c.window = (k + stride - 1) / stride
-	src := w.Float32s()
 	if groups != 1 {
-		c.dw = src // [In][1][K] is already [In][K]
+		c.dw = w.Float32s() // [In][1][K] is already [In][K]
 		return c, nil
 	}
+	src := packSource(w)
 	// Output p·Out+o of window t is output step t·Stride+p, channel o; window
 	// element r·In+i is input step t−(window−1)+r, channel i, which reaches
 	// that output through tap p+(window−1−r)·Stride (none past the kernel).

@@ -4,6 +4,9 @@ package ops
 
 import (
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -59,18 +62,43 @@ func newConvPack(out, taps, in int, weight func(o, j int) float32, bias func(o i
 	L := taps * in
 	p.w = alignedFloats(p.panels * L * panelCols)
 	p.bias = alignedFloats(p.panels * panelCols)
-	for o := 0; o < out; o++ {
-		pi, c := o/panelCols, o%panelCols
-		panel := p.w[pi*L*panelCols:]
-		for j := 0; j < L; j++ {
-			panel[j*panelCols+c] = weight(o, j)
-		}
-		if bias != nil {
-			p.bias[o] = bias(o)
+	pack := func(pi int) {
+		panel := p.w[pi*L*panelCols : (pi+1)*L*panelCols]
+		for o := pi * panelCols; o < min(out, (pi+1)*panelCols); o++ {
+			c := o % panelCols
+			for j := 0; j < L; j++ {
+				panel[j*panelCols+c] = weight(o, j)
+			}
+			if bias != nil {
+				p.bias[o] = bias(o)
+			}
 		}
 	}
+	// The large kernels' panels are packed on all the CPUs (the main
+	// command packs Mimi's ~30 M weights before its first frame).
+	workers := min(p.panels, runtime.GOMAXPROCS(0))
+	if L*out < packParallel || workers < 2 {
+		for pi := range p.panels {
+			pack(pi)
+		}
+		return p
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for pi := int(next.Add(1) - 1); pi < p.panels; pi = int(next.Add(1) - 1) {
+				pack(pi)
+			}
+		})
+	}
+	wg.Wait()
 	return p
 }
+
+// packParallel is the weights (out · taps · in) from which newConvPack
+// packs on several goroutines.
+const packParallel = 1 << 18
 
 // tileRows is the most window rows of one register tile of a variant.
 func tileRows(id kernelID) int {

@@ -479,3 +479,41 @@ func TestELUToNaN(t *testing.T) {
 		}
 	})
 }
+
+// A kernel of packParallel weights or more is packed on several
+// goroutines, a panel each at a time: every panel (the last one partial)
+// holds its outputs' weights at [j][c] and zeros past the last output,
+// as the one-goroutine packing lays them out.
+func TestConvPackParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	const out, taps, in = 100, 2, packParallel/200 + 7 // 4 panels
+	L := taps * in
+	weight := func(o, j int) float32 { return float32(o*L + j + 1) }
+	bias := func(o int) float32 { return -float32(o + 1) }
+	p := newConvPack(out, taps, in, weight, bias)
+	if L*out < packParallel || p.panels != 4 {
+		t.Fatalf("%d weights in %d panels: not the parallel case", L*out, p.panels)
+	}
+	for pi := range p.panels {
+		for j := range L {
+			for c := range panelCols {
+				o, want := pi*panelCols+c, float32(0)
+				if o < out {
+					want = weight(o, j)
+				}
+				if got := p.w[(pi*L+j)*panelCols+c]; got != want {
+					t.Fatalf("panel %d, j %d, output %d: %g, want %g", pi, j, c, got, want)
+				}
+			}
+		}
+	}
+	for o := range p.panels * panelCols {
+		want := float32(0)
+		if o < out {
+			want = bias(o)
+		}
+		if p.bias[o] != want {
+			t.Fatalf("bias %d: %g, want %g", o, p.bias[o], want)
+		}
+	}
+}
