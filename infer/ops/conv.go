@@ -86,8 +86,14 @@ func NewConv1d(w, bias *weights.Tensor, stride, dilation, groups int) (*Conv1d, 
 	if dilation == 1 {
 		taps, in = 1, k*inG
 	}
-	c.pk = newConvPack(out, taps, in, func(o, j int) float32 {
-		return src[(o*inG+j%inG)*k+j/inG]
+	c.pk = newConvPack(out, taps, in, func(o int, dst []float32) {
+		// dst[tap·inG + i] = w[o][i][tap]
+		for i := range inG {
+			ws := src[(o*inG+i)*k : (o*inG+i+1)*k]
+			for tap, v := range ws {
+				dst[tap*inG+i] = v
+			}
+		}
 	}, c.biasAt)
 	return c, nil
 }
@@ -193,14 +199,20 @@ func NewConvTranspose1d(w, bias *weights.Tensor, stride, groups int) (*ConvTrans
 	// element r·In+i is input step t−(window−1)+r, channel i, which reaches
 	// that output through tap p+(window−1−r)·Stride (none past the kernel).
 	m, out := c.window, c.Out
-	c.pk = newConvPack(stride*out, 1, m*in, func(po, j int) float32 {
+	c.pk = newConvPack(stride*out, 1, m*in, func(po int, dst []float32) {
+		// dst[r·In + i] = w[i][o][tap] with tap = p + (window−1−r)·Stride.
 		p, o := po/out, po%out
-		r, i := j/in, j%in
-		tap := p + (m-1-r)*stride
-		if tap >= k {
-			return 0
+		for r := range m {
+			row := dst[r*in : (r+1)*in]
+			tap := p + (m-1-r)*stride
+			if tap >= k {
+				clear(row)
+				continue
+			}
+			for i := range row {
+				row[i] = src[(i*outG+o)*k+tap]
+			}
 		}
-		return src[(i*outG+o)*k+tap]
 	}, func(po int) float32 {
 		if c.Bias == nil {
 			return 0

@@ -56,18 +56,21 @@ func alignedFloats(n int) []float32 {
 	return buf[off : off+n : off+n]
 }
 
-// newConvPack packs weight(o, j) for o < out, j < taps·in; bias may be nil.
-func newConvPack(out, taps, in int, weight func(o, j int) float32, bias func(o int) float32) convPack {
+// newConvPack packs weight(o, j) for o < out, j < taps·in, which row(o,
+// dst) writes to dst[j] for one o at a time (dst holds taps·in); bias may
+// be nil.
+func newConvPack(out, taps, in int, row func(o int, dst []float32), bias func(o int) float32) convPack {
 	p := convPack{out: out, taps: taps, in: in, panels: (out + panelCols - 1) / panelCols}
 	L := taps * in
 	p.w = alignedFloats(p.panels * L * panelCols)
 	p.bias = alignedFloats(p.panels * panelCols)
-	pack := func(pi int) {
+	pack := func(pi int, w []float32) {
 		panel := p.w[pi*L*panelCols : (pi+1)*L*panelCols]
 		for o := pi * panelCols; o < min(out, (pi+1)*panelCols); o++ {
 			c := o % panelCols
-			for j := 0; j < L; j++ {
-				panel[j*panelCols+c] = weight(o, j)
+			row(o, w)
+			for j, v := range w {
+				panel[j*panelCols+c] = v
 			}
 			if bias != nil {
 				p.bias[o] = bias(o)
@@ -78,8 +81,9 @@ func newConvPack(out, taps, in int, weight func(o, j int) float32, bias func(o i
 	// command packs Mimi's ~30 M weights before its first frame).
 	workers := min(p.panels, runtime.GOMAXPROCS(0))
 	if L*out < packParallel || workers < 2 {
+		w := make([]float32, L)
 		for pi := range p.panels {
-			pack(pi)
+			pack(pi, w)
 		}
 		return p
 	}
@@ -87,8 +91,9 @@ func newConvPack(out, taps, in int, weight func(o, j int) float32, bias func(o i
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			w := make([]float32, L)
 			for pi := int(next.Add(1) - 1); pi < p.panels; pi = int(next.Add(1) - 1) {
-				pack(pi)
+				pack(pi, w)
 			}
 		})
 	}

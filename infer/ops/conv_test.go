@@ -490,7 +490,11 @@ func TestConvPackParallel(t *testing.T) {
 	L := taps * in
 	weight := func(o, j int) float32 { return float32(o*L + j + 1) }
 	bias := func(o int) float32 { return -float32(o + 1) }
-	p := newConvPack(out, taps, in, weight, bias)
+	p := newConvPack(out, taps, in, func(o int, dst []float32) {
+		for j := range dst {
+			dst[j] = weight(o, j)
+		}
+	}, bias)
 	if L*out < packParallel || p.panels != 4 {
 		t.Fatalf("%d weights in %d panels: not the parallel case", L*out, p.panels)
 	}
