@@ -4,9 +4,6 @@ package ops
 
 import (
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -77,27 +74,18 @@ func newConvPack(out, taps, in int, row func(o int, dst []float32), bias func(o 
 			}
 		}
 	}
-	// The large kernels' panels are packed on all the CPUs (the main
-	// command packs Mimi's ~30 M weights before its first frame).
-	workers := min(p.panels, runtime.GOMAXPROCS(0))
-	if L*out < packParallel || workers < 2 {
+	// The large kernels' panels are packed on the default engine's threads
+	// (the main command packs Mimi's ~30 M weights before its first frame):
+	// the pool's workers read a mapped kernel as the caller would, a fault
+	// on a page of a file that shrank raised on the caller.
+	if L*out < packParallel {
 		w := make([]float32, L)
 		for pi := range p.panels {
 			pack(pi, w)
 		}
 		return p
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			w := make([]float32, L)
-			for pi := int(next.Add(1) - 1); pi < p.panels; pi = int(next.Add(1) - 1) {
-				pack(pi, w)
-			}
-		})
-	}
-	wg.Wait()
+	Parallel(p.panels, func(pi int) { pack(pi, make([]float32, L)) })
 	return p
 }
 

@@ -480,12 +480,15 @@ func TestELUToNaN(t *testing.T) {
 	})
 }
 
-// A kernel of packParallel weights or more is packed on several
-// goroutines, a panel each at a time: every panel (the last one partial)
+// A kernel of packParallel weights or more is packed on the default
+// engine's pool, a panel a chunk: every panel (the last one partial)
 // holds its outputs' weights at [j][c] and zeros past the last output,
 // as the one-goroutine packing lays them out.
 func TestConvPackParallel(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	if saved := defaultEngine.Threads(); saved < 2 {
+		setThreads(2)
+		defer setThreads(saved)
+	}
 	const out, taps, in = 100, 2, packParallel/200 + 7 // 4 panels
 	L := taps * in
 	weight := func(o, j int) float32 { return float32(o*L + j + 1) }
