@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,10 +102,20 @@ func (t *Tensor) scanFloat(width int, exp uint64) error {
 		found := make([]int, chunks)
 		var next atomic.Int64
 		var wg sync.WaitGroup
+		// A fault reading a page of a file that shrank under the scan is
+		// raised again on the caller (where a job turns it into an error),
+		// not left to kill the process from a goroutine of its own.
+		var fault atomic.Pointer[any]
 		for range min(runtime.GOMAXPROCS(0), chunks) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+				defer func() {
+					if r := recover(); r != nil {
+						fault.CompareAndSwap(nil, &r)
+					}
+				}()
 				for {
 					c := int(next.Add(1) - 1)
 					if c >= chunks {
@@ -119,6 +130,9 @@ func (t *Tensor) scanFloat(width int, exp uint64) error {
 			}()
 		}
 		wg.Wait()
+		if r := fault.Load(); r != nil {
+			panic(*r)
+		}
 		for _, i := range found {
 			if i >= 0 {
 				first = i
