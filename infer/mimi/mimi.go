@@ -77,10 +77,10 @@ func Load(cfg *config.Mimi, f *weights.File, be backend.Backend, host *ops.Engin
 		return nil, err
 	}
 	m := &Model{Cfg: cfg, frameSize: g.frameSize, resample: g.resample, dim: cfg.Seanet.Dimension, be: be, host: host}
-	if m.enc, err = loadSteps(f, seanetPlan(&cfg.Seanet, true)); err != nil {
+	if m.enc, err = loadSteps(f, seanetPlan(&cfg.Seanet, true), host); err != nil {
 		return nil, err
 	}
-	if m.dec, err = loadSteps(f, seanetPlan(&cfg.Seanet, false)); err != nil {
+	if m.dec, err = loadSteps(f, seanetPlan(&cfg.Seanet, false), host); err != nil {
 		return nil, err
 	}
 	if m.encTr, err = loadProjTransformer(f, "encoder_transformer", cfg); err != nil {
@@ -90,12 +90,12 @@ func Load(cfg *config.Mimi, f *weights.File, be backend.Backend, host *ops.Engin
 		return nil, err
 	}
 	if g.resample > 1 {
-		l, err := loadConv(f, downsampleDesc(cfg, g.resample))
+		l, err := loadConv(f, downsampleDesc(cfg, g.resample), host)
 		if err != nil {
 			return nil, err
 		}
 		m.down = l.(*convLayer)
-		if l, err = loadConv(f, upsampleDesc(cfg, g.resample)); err != nil {
+		if l, err = loadConv(f, upsampleDesc(cfg, g.resample), host); err != nil {
 			return nil, err
 		}
 		m.up = l.(*convTrLayer)

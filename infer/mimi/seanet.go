@@ -157,7 +157,7 @@ type stage interface {
 	reset()
 }
 
-func loadConv(f *weights.File, d convDesc) (layer, error) {
+func loadConv(f *weights.File, d convDesc, e *ops.Engine) (layer, error) {
 	w, err := f.Get(d.prefix+".weight", d.weightShape()...)
 	if err != nil {
 		return nil, err
@@ -169,20 +169,20 @@ func loadConv(f *weights.File, d convDesc) (layer, error) {
 		}
 	}
 	if d.transposed {
-		c, err := ops.NewConvTranspose1d(w, b, d.stride, d.groups)
+		c, err := ops.NewConvTranspose1d(e, w, b, d.stride, d.groups)
 		if err != nil {
 			return nil, err
 		}
 		return &convTrLayer{c: c}, nil
 	}
-	c, err := ops.NewConv1d(w, b, d.stride, d.dil, d.groups)
+	c, err := ops.NewConv1d(e, w, b, d.stride, d.dil, d.groups)
 	if err != nil {
 		return nil, err
 	}
 	return &convLayer{c: c, pad: c.Span() - c.Stride, replicate: d.replicate}, nil
 }
 
-func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
+func loadSteps(f *weights.File, plan []stepDesc, e *ops.Engine) ([]layer, error) {
 	var out []layer
 	elu := false // an ELU precedes the next module
 	for _, s := range plan {
@@ -192,7 +192,7 @@ func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
 		}
 		switch s.kind {
 		case stepConv, stepConvTr:
-			l, err := loadConv(f, s.conv)
+			l, err := loadConv(f, s.conv, e)
 			if err != nil {
 				return nil, err
 			}
@@ -211,7 +211,7 @@ func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
 		case stepRes:
 			r := &resLayer{}
 			for _, d := range s.block {
-				l, err := loadConv(f, d)
+				l, err := loadConv(f, d, e)
 				if err != nil {
 					return nil, err
 				}
@@ -220,7 +220,7 @@ func loadSteps(f *weights.File, plan []stepDesc) ([]layer, error) {
 				r.block = append(r.block, c)
 			}
 			if s.shortcut != nil {
-				l, err := loadConv(f, *s.shortcut)
+				l, err := loadConv(f, *s.shortcut, e)
 				if err != nil {
 					return nil, err
 				}

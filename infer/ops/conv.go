@@ -56,8 +56,9 @@ type Conv1d struct {
 }
 
 // NewConv1d builds a convolution from torch weights [Out, In/groups, Kernel]
-// (any float dtype) and an optional bias [Out]. Errors name the tensor.
-func NewConv1d(w, bias *weights.Tensor, stride, dilation, groups int) (*Conv1d, error) {
+// (any float dtype) and an optional bias [Out], packing a large kernel on
+// e's threads (nil: the caller's). Errors name the tensor.
+func NewConv1d(e *Engine, w, bias *weights.Tensor, stride, dilation, groups int) (*Conv1d, error) {
 	if len(w.Shape) != 3 {
 		return nil, fmt.Errorf("tensor %q: shape %v is not a conv1d kernel [out, in/groups, kernel]", w.Name, w.Shape)
 	}
@@ -86,7 +87,7 @@ func NewConv1d(w, bias *weights.Tensor, stride, dilation, groups int) (*Conv1d, 
 	if dilation == 1 {
 		taps, in = 1, k*inG
 	}
-	c.pk = newConvPack(out, taps, in, func(o int, dst []float32) {
+	c.pk = newConvPack(e, out, taps, in, func(o int, dst []float32) {
 		// dst[tap·inG + i] = w[o][i][tap]
 		for i := range inG {
 			ws := src[(o*inG+i)*k : (o*inG+i+1)*k]
@@ -170,8 +171,9 @@ type ConvTranspose1d struct {
 }
 
 // NewConvTranspose1d builds a transposed convolution from torch weights
-// [In, Out/groups, Kernel] and an optional bias [Out].
-func NewConvTranspose1d(w, bias *weights.Tensor, stride, groups int) (*ConvTranspose1d, error) {
+// [In, Out/groups, Kernel] and an optional bias [Out], packing a large
+// kernel on e's threads (nil: the caller's).
+func NewConvTranspose1d(e *Engine, w, bias *weights.Tensor, stride, groups int) (*ConvTranspose1d, error) {
 	if len(w.Shape) != 3 {
 		return nil, fmt.Errorf("tensor %q: shape %v is not a conv_transpose1d kernel [in, out/groups, kernel]", w.Name, w.Shape)
 	}
@@ -199,7 +201,7 @@ func NewConvTranspose1d(w, bias *weights.Tensor, stride, groups int) (*ConvTrans
 	// element r·In+i is input step t−(window−1)+r, channel i, which reaches
 	// that output through tap p+(window−1−r)·Stride (none past the kernel).
 	m, out := c.window, c.Out
-	c.pk = newConvPack(stride*out, 1, m*in, func(po int, dst []float32) {
+	c.pk = newConvPack(e, stride*out, 1, m*in, func(po int, dst []float32) {
 		// dst[r·In + i] = w[i][o][tap] with tap = p + (window−1−r)·Stride.
 		p, o := po/out, po%out
 		for r := range m {

@@ -61,7 +61,7 @@ func TestConvForwardBatchMatchesReferenceBitForBit(t *testing.T) {
 		for _, tc := range convs {
 			w := randSlice(r, tc.out*tc.in/tc.groups*tc.k)
 			b := randSlice(r, tc.out)
-			c, err := NewConv1d(weights.Float32Tensor("w", []int{tc.out, tc.in / tc.groups, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.dil, tc.groups)
+			c, err := NewConv1d(defaultEngine, weights.Float32Tensor("w", []int{tc.out, tc.in / tc.groups, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.dil, tc.groups)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestConvForwardBatchMatchesReferenceBitForBit(t *testing.T) {
 		for _, tc := range trs {
 			w := randSlice(r, tc.in*tc.out/tc.groups*tc.k)
 			b := randSlice(r, tc.out)
-			c, err := NewConvTranspose1d(weights.Float32Tensor("w", []int{tc.in, tc.out / tc.groups, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.groups)
+			c, err := NewConvTranspose1d(defaultEngine, weights.Float32Tensor("w", []int{tc.in, tc.out / tc.groups, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.groups)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,8 +55,8 @@ func alignedFloats(n int) []float32 {
 
 // newConvPack packs weight(o, j) for o < out, j < taps·in, which row(o,
 // dst) writes to dst[j] for one o at a time (dst holds taps·in); bias may
-// be nil.
-func newConvPack(out, taps, in int, row func(o int, dst []float32), bias func(o int) float32) convPack {
+// be nil. A large kernel is packed on e's threads (nil: the caller's).
+func newConvPack(e *Engine, out, taps, in int, row func(o int, dst []float32), bias func(o int) float32) convPack {
 	p := convPack{out: out, taps: taps, in: in, panels: (out + panelCols - 1) / panelCols}
 	L := taps * in
 	p.w = alignedFloats(p.panels * L * panelCols)
@@ -74,18 +74,18 @@ func newConvPack(out, taps, in int, row func(o int, dst []float32), bias func(o 
 			}
 		}
 	}
-	// The large kernels' panels are packed on the default engine's threads
-	// (the main command packs Mimi's ~30 M weights before its first frame):
-	// the pool's workers read a mapped kernel as the caller would, a fault
-	// on a page of a file that shrank raised on the caller.
-	if L*out < packParallel {
+	// The large kernels' panels are packed on the engine's threads (the
+	// main command packs Mimi's ~30 M weights before its first frame): the
+	// pool's workers read a mapped kernel as the caller would, a fault on a
+	// page of a file that shrank raised on the caller.
+	if L*out < packParallel || e == nil {
 		w := make([]float32, L)
 		for pi := range p.panels {
 			pack(pi, w)
 		}
 		return p
 	}
-	Parallel(p.panels, func(pi int) { pack(pi, make([]float32, L)) })
+	e.Parallel(p.panels, func(pi int) { pack(pi, make([]float32, L)) })
 	return p
 }
 

@@ -119,7 +119,7 @@ func TestConv1dMatchesNaive(t *testing.T) {
 		b := randSlice(r, tc.out)
 		x := randSlice(r, tc.in*tc.tin)
 		want, T := naiveConv(w, tc.out, inG, tc.k, b, x, tc.in, tc.tin, tc.stride, tc.dil, tc.groups)
-		c, err := NewConv1d(weights.Float32Tensor("w", []int{tc.out, inG, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.dil, tc.groups)
+		c, err := NewConv1d(defaultEngine, weights.Float32Tensor("w", []int{tc.out, inG, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.dil, tc.groups)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestConvTranspose1dMatchesNaive(t *testing.T) {
 		b := randSlice(r, out)
 		x := randSlice(r, tc.in*tc.T)
 		want := naiveConvTr(w, tc.in, tc.outG, tc.k, b, x, tc.T, tc.stride, tc.groups)
-		c, err := NewConvTranspose1d(weights.Float32Tensor("w", []int{tc.in, tc.outG, tc.k}, w), weights.Float32Tensor("b", []int{out}, b), tc.stride, tc.groups)
+		c, err := NewConvTranspose1d(defaultEngine, weights.Float32Tensor("w", []int{tc.in, tc.outG, tc.k}, w), weights.Float32Tensor("b", []int{out}, b), tc.stride, tc.groups)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,10 +189,10 @@ func TestConvTranspose1dMatchesNaive(t *testing.T) {
 
 func TestConvRejectsBadGroups(t *testing.T) {
 	w := weights.Float32Tensor("w", []int{4, 2, 3}, make([]float32, 24))
-	if _, err := NewConv1d(w, nil, 1, 1, 2); err == nil {
+	if _, err := NewConv1d(nil, w, nil, 1, 1, 2); err == nil {
 		t.Fatal("grouped (non-depthwise) conv accepted")
 	}
-	if _, err := NewConvTranspose1d(w, nil, 1, 2); err == nil {
+	if _, err := NewConvTranspose1d(nil, w, nil, 1, 2); err == nil {
 		t.Fatal("grouped (non-depthwise) conv transpose accepted")
 	}
 }
@@ -229,13 +229,13 @@ func BenchmarkConv(b *testing.B) {
 			for range copies {
 				w := randSlice(r, tc.out*tc.in*tc.k)
 				if tc.tr {
-					c, _ := NewConvTranspose1d(weights.Float32Tensor("w", []int{tc.in, tc.out, tc.k}, w), nil, tc.stride, 1)
+					c, _ := NewConvTranspose1d(defaultEngine, weights.Float32Tensor("w", []int{tc.in, tc.out, tc.k}, w), nil, tc.stride, 1)
 					x := randSlice(r, (c.Window()-1+tc.T)*tc.in)
 					y := make([]float32, tc.T*tc.stride*tc.out)
 					runs = append(runs, func(sc *ConvScratch) { c.Forward(defaultEngine, y, x, tc.T, sc) })
 					rows, cols = tc.T*tc.stride, tc.k/tc.stride*tc.in
 				} else {
-					c, _ := NewConv1d(weights.Float32Tensor("w", []int{tc.out, tc.in, tc.k}, w), nil, tc.stride, 1, 1)
+					c, _ := NewConv1d(defaultEngine, weights.Float32Tensor("w", []int{tc.out, tc.in, tc.k}, w), nil, tc.stride, 1, 1)
 					x := randSlice(r, c.InRows(tc.T)*tc.in)
 					y := make([]float32, tc.T*tc.out)
 					runs = append(runs, func(sc *ConvScratch) { c.Forward(defaultEngine, y, x, tc.T, sc) })
@@ -371,7 +371,7 @@ func TestConvKernelsMatchReferenceBitForBit(t *testing.T) {
 		for _, tc := range convs {
 			w := randSlice(r, tc.out*tc.in*tc.k)
 			b := randSlice(r, tc.out)
-			c, err := NewConv1d(weights.Float32Tensor("w", []int{tc.out, tc.in, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.dil, 1)
+			c, err := NewConv1d(defaultEngine, weights.Float32Tensor("w", []int{tc.out, tc.in, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, tc.dil, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -386,7 +386,7 @@ func TestConvKernelsMatchReferenceBitForBit(t *testing.T) {
 		for _, tc := range trs {
 			w := randSlice(r, tc.in*tc.out*tc.k)
 			b := randSlice(r, tc.out)
-			c, err := NewConvTranspose1d(weights.Float32Tensor("w", []int{tc.in, tc.out, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, 1)
+			c, err := NewConvTranspose1d(defaultEngine, weights.Float32Tensor("w", []int{tc.in, tc.out, tc.k}, w), weights.Float32Tensor("b", []int{tc.out}, b), tc.stride, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,7 +403,7 @@ func TestConvKernelsMatchReferenceBitForBit(t *testing.T) {
 func TestConvWithoutBias(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
 	w := randSlice(r, 40*24*3)
-	c, err := NewConv1d(weights.Float32Tensor("w", []int{40, 24, 3}, w), nil, 1, 1, 1)
+	c, err := NewConv1d(defaultEngine, weights.Float32Tensor("w", []int{40, 24, 3}, w), nil, 1, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestConvPackParallel(t *testing.T) {
 	L := taps * in
 	weight := func(o, j int) float32 { return float32(o*L + j + 1) }
 	bias := func(o int) float32 { return -float32(o + 1) }
-	p := newConvPack(out, taps, in, func(o int, dst []float32) {
+	p := newConvPack(defaultEngine, out, taps, in, func(o int, dst []float32) {
 		for j := range dst {
 			dst[j] = weight(o, j)
 		}
