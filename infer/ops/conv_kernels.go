@@ -53,8 +53,8 @@ func alignedFloats(n int) []float32 {
 	return buf[off : off+n : off+n]
 }
 
-// newConvPack packs weight(o, j) for o < out, j < taps·in, which row(o,
-// dst) writes to dst[j] for one o at a time (dst holds taps·in); bias may
+// newConvPack packs the kernel's weights (o, j) for o < out, j < taps·in:
+// row(o, dst) writes output o's into dst[j] (dst holds taps·in); bias may
 // be nil. A large kernel is packed on e's threads (nil: the caller's).
 func newConvPack(e *Engine, out, taps, in int, row func(o int, dst []float32), bias func(o int) float32) convPack {
 	p := convPack{out: out, taps: taps, in: in, panels: (out + panelCols - 1) / panelCols}
