@@ -115,6 +115,8 @@ func runBench(c *ucli.Context) error {
 	fmt.Fprintf(w, "  total            %9.2f ms/frame  (real-time factor %.2f at 80 ms/frame)\n", r.TotalMsPerFrame, r.RealTimeFactor)
 	fmt.Fprintf(w, "  weights read     %9.3f GB/frame\n", float64(r.WeightBytesPerFrame)/1e9)
 	fmt.Fprintf(w, "  KV cache read    %9.3f GB/frame (%s)\n", float64(r.KVBytesPerFrame)/1e9, r.KVDType)
+	fmt.Fprintf(w, "  arithmetic       %9.2f GFLOP a step (LM %.2f, codec %.2f; weight products only): LM %.0f GFLOP/s, whole step %.0f GFLOP/s\n",
+		r.LMGFLOPPerStep+r.CodecGFLOPPerStep, r.LMGFLOPPerStep, r.CodecGFLOPPerStep, r.LMGFLOPs, r.FrameGFLOPs)
 	fmt.Fprintf(w, "  achieved         %9.2f GB/s of weights (LM step), %.2f GB/s with the KV cache\n", r.AchievedGBps, r.MemoryBoundGBps)
 	fmt.Fprintf(w, "  throughput       %9.2f frames/s (LM alone %.2f), peak RSS %.2f GiB\n", r.FramesPerSecond, r.LMFramesPerSecond, float64(r.PeakRSSBytes)/(1<<30))
 	if r.RooflineFraction > 0 {

@@ -37,6 +37,19 @@ func TestBenchJSON(t *testing.T) {
 	if b := m["weight_bytes_per_frame"].(float64); b < 1e6 || b > 3e6 {
 		t.Errorf("weight bytes per frame %v", b)
 	}
+	// The random weights are bf16: 2 bytes and 2 FLOPs a weight, so the
+	// LM's FLOPs are its bytes read less the few embedding rows, which are
+	// read but not multiplied.
+	bytes, lmFLOP := m["weight_bytes_per_frame"].(float64), m["lm_gflop_per_step"].(float64)*1e9
+	if d := bytes - lmFLOP; d <= 0 || d > 0.01*bytes {
+		t.Errorf("lm_gflop_per_step %v GFLOP against %v weight bytes", lmFLOP/1e9, bytes)
+	}
+	if c := m["codec_gflop_per_step"].(float64); c <= 0 {
+		t.Errorf("codec_gflop_per_step %v", c)
+	}
+	if r, want := m["lm_gflops"].(float64), m["lm_gflop_per_step"].(float64)/m["lm_ms_per_step"].(float64)*1e3; math.Abs(r-want) > 1e-9*want {
+		t.Errorf("lm_gflops %v, want %v", r, want)
+	}
 }
 
 // --kv-fill makes the measured frames attend over that many more positions.

@@ -155,6 +155,10 @@ type Weight struct {
 // Bytes is the weight's storage size (blocks, for a quantized dtype).
 func (w *Weight) Bytes() int64 { return int64(w.Rows) * w.DType.RowBytes(w.Cols) }
 
+// Elems is the weight's element count: the multiply-adds of its product
+// with one input row.
+func (w *Weight) Elems() int64 { return int64(w.Rows) * int64(w.Cols) }
+
 // RowSlice is rows [r0, r1) of w, sharing its bytes.
 func (w Weight) RowSlice(r0, r1 int) Weight {
 	rb := w.DType.RowBytes(w.Cols)

@@ -62,18 +62,26 @@ type BenchResult struct {
 	TotalMsPerFrame     float64 `json:"total_ms_per_frame"`
 	RealTimeFactor      float64 `json:"real_time_factor"`
 	WeightBytesPerFrame int64   `json:"weight_bytes_per_frame"`
-	KVBytesPerFrame     int64   `json:"kv_bytes_per_frame"`  // keys and values attended (float32, or bf16 with KVDType bf16)
-	MemoryBoundGBps     float64 `json:"weights_and_kv_gbps"` // (weights + KV) / LM time
-	AchievedGBps        float64 `json:"achieved_gbps"`
-	MemoryGBps          float64 `json:"memory_gbps"`
-	RooflineFraction    float64 `json:"roofline_fraction"` // achieved / memory: 0 when the LM ran on a GPU (the host's bandwidth does not bound it)
-	LoadSeconds         float64 `json:"load_seconds"`
-	GoArch              string  `json:"goarch"`
-	NumCPU              int     `json:"num_cpu"`
-	KernelPath          string  `json:"kernel"`
-	ComputeDType        string  `json:"compute_dtype"`
-	KVDType             string  `json:"kv_dtype"` // what the LM's KV cache stores: f32 or bf16
-	Device              string  `json:"device,omitempty"`
+	// The arithmetic of a step's weight products, all conversations, 2
+	// FLOPs a multiply-add (attention's dot products, norms and sampling
+	// left out: lm.Model.FLOPsPerFrame, mimi.FLOPsPerFrame), and the LM's
+	// and the whole step's rates by them.
+	LMGFLOPPerStep    float64 `json:"lm_gflop_per_step"`
+	CodecGFLOPPerStep float64 `json:"codec_gflop_per_step"`
+	LMGFLOPs          float64 `json:"lm_gflops"`
+	FrameGFLOPs       float64 `json:"frame_gflops"`
+	KVBytesPerFrame   int64   `json:"kv_bytes_per_frame"`  // keys and values attended (float32, or bf16 with KVDType bf16)
+	MemoryBoundGBps   float64 `json:"weights_and_kv_gbps"` // (weights + KV) / LM time
+	AchievedGBps      float64 `json:"achieved_gbps"`
+	MemoryGBps        float64 `json:"memory_gbps"`
+	RooflineFraction  float64 `json:"roofline_fraction"` // achieved / memory: 0 when the LM ran on a GPU (the host's bandwidth does not bound it)
+	LoadSeconds       float64 `json:"load_seconds"`
+	GoArch            string  `json:"goarch"`
+	NumCPU            int     `json:"num_cpu"`
+	KernelPath        string  `json:"kernel"`
+	ComputeDType      string  `json:"compute_dtype"`
+	KVDType           string  `json:"kv_dtype"` // what the LM's KV cache stores: f32 or bf16
+	Device            string  `json:"device,omitempty"`
 	// The offload plan's prediction (--cpu-offload on a GPU) and the device
 	// memory the backend held at most.
 	PlanFrameMs     float64 `json:"plan_frame_ms,omitempty"`
@@ -231,6 +239,14 @@ func bench(o BenchOptions) (*BenchResult, error) {
 	res.PeakRSSBytes = peakRSS()
 	res.WeightBytesPerFrame = bytesPerFrame[len(bytesPerFrame)-1]
 	res.AchievedGBps = float64(res.WeightBytesPerFrame) / (res.LMMsPerFrame * 1e6)
+	res.LMGFLOPPerStep = float64(B) * model.FLOPsPerFrame(depSteps) / 1e9
+	codecFLOP, err := mimi.FLOPsPerFrame(cfg.Mimi)
+	if err != nil {
+		return nil, err
+	}
+	res.CodecGFLOPPerStep = float64(B) * codecFLOP / 1e9
+	res.LMGFLOPs = res.LMGFLOPPerStep / (res.LMMsPerStep / 1e3)
+	res.FrameGFLOPs = (res.LMGFLOPPerStep + res.CodecGFLOPPerStep) / (res.FrameMsPerStep / 1e3)
 	elem := int64(4)
 	res.KVDType = "f32"
 	if r := gen.TransformerState().Rings; len(r) > 0 && r[0].ElemBytes == 2 {

@@ -87,10 +87,20 @@ func (d *Depformer) StepTensors(c *config.LM, st *DepStep, j, held int) []nn.Ten
 // StepBytes is the weight storage depformer step j reads (projections,
 // attention, gating, output linear; the embedding row is negligible).
 func (d *Depformer) StepBytes(j int) int64 {
+	return d.stepSum(j, (*backend.Weight).Bytes, nn.LayerBytes)
+}
+
+// StepElems is the weight elements step j multiplies: its multiply-adds
+// for one conversation.
+func (d *Depformer) StepElems(j int) int64 {
+	return d.stepSum(j, (*backend.Weight).Elems, nn.LayerElems)
+}
+
+func (d *Depformer) stepSum(j int, w func(*backend.Weight) int64, layer func(*nn.Layer) int64) int64 {
 	st := &d.steps[j]
-	n := st.In.Bytes() + st.Linear.Bytes()
+	n := w(st.In) + w(st.Linear)
 	for _, l := range st.Layers {
-		n += nn.LayerBytes(l)
+		n += layer(l)
 	}
 	return n
 }

@@ -254,6 +254,24 @@ func (m *Model) TemporalBytes() int64 {
 	return n
 }
 
+// FLOPsPerFrame is the arithmetic of one frame of one conversation in the
+// LM's weight products (2 FLOPs a multiply-add): the temporal transformer,
+// the text head and the first depSteps depformer steps. Attention's dot
+// products, norms and sampling are left out: a lower bound of the step's
+// work, for bench's GFLOP/s and the FMA-peak bounds of
+// scripts/bench-targets.sh.
+func (m *Model) FLOPsPerFrame(depSteps int) float64 {
+	var n int64
+	for _, l := range m.Transformer.Layers {
+		n += nn.LayerElems(l)
+	}
+	n += m.TextLinear.Elems()
+	for j := range min(depSteps, len(m.Dep.steps)) {
+		n += m.Dep.StepElems(j)
+	}
+	return 2 * float64(n)
+}
+
 // CheckFile reports an error when the mapped checkpoint shrank under the
 // running job (see weights.File.CheckIntact).
 func (m *Model) CheckFile() error { return m.file.CheckIntact() }

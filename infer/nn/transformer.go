@@ -124,11 +124,17 @@ func (t *Transformer) MaxCapacity() int {
 }
 
 // LayerBytes is the weight storage of layer l.
-func LayerBytes(l *Layer) int64 {
+func LayerBytes(l *Layer) int64 { return layerSum(l, (*backend.Weight).Bytes) }
+
+// LayerElems is the weight elements of layer l: the multiply-adds of its
+// linear maps for one position.
+func LayerElems(l *Layer) int64 { return layerSum(l, (*backend.Weight).Elems) }
+
+func layerSum(l *Layer, f func(*backend.Weight) int64) int64 {
 	var n int64
 	for _, w := range []*backend.Weight{l.InProj, l.OutProj, l.Linear1, l.Linear2, l.GateIn, l.GateOut} {
 		if w != nil {
-			n += w.Bytes()
+			n += f(w)
 		}
 	}
 	return n
