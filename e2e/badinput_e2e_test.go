@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -203,6 +204,18 @@ func TestBadInputMatrix(t *testing.T) {
 	copy(lying[8:], bytes.Replace(lying[8:200], []byte(`"data_offsets":[`), []byte(`"data_offsets":[9`), 1))
 	lyingModel := write("lying.safetensors", lying)
 	garbageModel := write("garbage.safetensors", bytes.Repeat([]byte{7}, 4096))
+	// A header not padded to keep the tensors aligned (allowed by the
+	// format; the safetensors library pads): pad spaces moves every
+	// tensor by pad bytes.
+	unaligned := func(name, src string, pad int) string {
+		b, _ := os.ReadFile(src)
+		n := binary.LittleEndian.Uint64(b)
+		out := binary.LittleEndian.AppendUint64(nil, n+uint64(pad))
+		out = append(append(append(out, b[8:8+n]...), bytes.Repeat([]byte(" "), pad)...), b[8+n:]...)
+		return write(name, out)
+	}
+	oddModel := unaligned("odd.safetensors", tiny+"model.safetensors", 1)
+	oddMimi := unaligned("odd-mimi.safetensors", tiny+"mimi.safetensors", 2)
 
 	main := func(edits ...string) func(dir, out string) []string {
 		return func(dir, out string) []string {
@@ -265,6 +278,8 @@ func TestBadInputMatrix(t *testing.T) {
 		{"weights lying offsets", main("--moshi-weight", lyingModel), 1, "", "lying.safetensors"},
 		{"weights directory", main("--moshi-weight", dirInput), 1, "directory", "adir"},
 		{"mimi garbage", main("--mimi-weight", garbageModel), 1, "", "garbage.safetensors"},
+		{"weights not aligned", main("--moshi-weight", oddModel), 1, "does not start at a multiple of 2 bytes", "odd.safetensors"},
+		{"mimi not aligned", main("--mimi-weight", oddMimi), 1, "does not start at a multiple of 4 bytes", "odd-mimi.safetensors"},
 		{"mimi is the LM", main("--mimi-weight", tiny+"model.safetensors"), 1, "", "model.safetensors"},
 		// The outputs.
 		{"output is the input", main("--output-wav", tiny+"input.wav"), 2, "is an input", "input.wav"},

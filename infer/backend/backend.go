@@ -18,6 +18,7 @@ package backend
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/pp-offline/pp-offline/infer/weights"
 )
@@ -186,6 +187,18 @@ func NewWeight(t *weights.Tensor, rows, cols int) (Weight, error) {
 	}
 	if t.DType.Quantized() && (len(t.Shape) == 0 || t.Shape[len(t.Shape)-1] != cols) {
 		return Weight{}, fmt.Errorf("tensor %q: %s %v cannot be a [%d, %d] weight (its blocks run along its last dimension)", t.Name, t.DType, t.Shape, rows, cols)
+	}
+	// The kernels read a weight in place as a slice of its elements. A
+	// mapping starts on a page, so this is the tensor's offset in its file:
+	// the safetensors library pads the header and orders the tensors so
+	// that every one is aligned; a file whose header is not padded puts
+	// them all at odd offsets, and weights are not copied out of their
+	// mapping.
+	if size := t.DType.Size(); (size == 2 || size == 4) && len(t.Data) > 0 &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(t.Data)))%uintptr(size) != 0 {
+		return Weight{}, fmt.Errorf("tensor %q (%s) does not start at a multiple of %d bytes in its file: the file's header is not padded "+
+			"to align its tensors, and pp-offline reads weights in place; re-save the file with the safetensors library, which aligns them "+
+			"(python -c \"from safetensors.torch import load_file, save_file; save_file(load_file('IN'), 'OUT')\")", t.Name, t.DType, size)
 	}
 	return Weight{Name: t.Name, Rows: rows, Cols: cols, DType: t.DType, Host: t.Data}, nil
 }
