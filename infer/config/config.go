@@ -312,6 +312,12 @@ const (
 	maxCard    = 1 << 22
 	maxStreams = 256
 	maxDelay   = 4096
+	// Mimi's SEANet: 4 stages of 1 residual block, kernels of 7 and 3,
+	// dilation 1 in the released codec.
+	maxSeanetStages = 16
+	maxResidual     = 16
+	maxDilation     = 1 << 16
+	maxKernel       = 4096
 )
 
 // AgentCodebooks is the number of audio codebooks of one speaker (Mimi's
@@ -383,11 +389,33 @@ func (c *Config) validateMimi() error {
 	l := &c.LM
 	if m := c.Mimi; m != nil {
 		ratios := 1
+		if len(m.Seanet.Ratios) > maxSeanetStages {
+			return fmt.Errorf("mimi: seanet.ratios has %d entries, at most %d are supported", len(m.Seanet.Ratios), maxSeanetStages)
+		}
 		for _, r := range m.Seanet.Ratios {
 			if r <= 0 || r > 64 {
 				return fmt.Errorf("mimi: seanet.ratios must be in 1..64")
 			}
 			ratios *= r
+		}
+		sn := &m.Seanet
+		// The residual blocks' largest dilation, dilation_base^(n−1).
+		dil := 1
+		for j := 1; j < sn.NResidualLayers && dil <= maxDilation; j++ {
+			dil *= max(sn.DilationBase, 1)
+		}
+		switch {
+		case sn.NResidualLayers < 0 || sn.NResidualLayers > maxResidual:
+			return fmt.Errorf("mimi: seanet.n_residual_layers %d must be in 0..%d", sn.NResidualLayers, maxResidual)
+		case sn.NResidualLayers > 0 && (sn.DilationBase < 1 || dil > maxDilation):
+			return fmt.Errorf("mimi: seanet.dilation_base %d must be at least 1, and its power n_residual_layers − 1 at most %d", sn.DilationBase, maxDilation)
+		case sn.KernelSize > maxKernel || sn.ResidualKernelSize > maxKernel || sn.LastKernelSize > maxKernel:
+			return fmt.Errorf("mimi: seanet kernel sizes (kernel_size %d, residual_kernel_size %d, last_kernel_size %d) must be at most %d",
+				sn.KernelSize, sn.ResidualKernelSize, sn.LastKernelSize, maxKernel)
+		case sn.Compress < 0 || sn.Compress > maxDim:
+			return fmt.Errorf("mimi: seanet.compress %d must be in 1..%d", sn.Compress, maxDim)
+		case m.Transformer.DimFeedforward < 0 || m.Transformer.DimFeedforward > 64*maxDim:
+			return fmt.Errorf("mimi: transformer.dim_feedforward %d is out of range", m.Transformer.DimFeedforward)
 		}
 		switch {
 		case m.SampleRate > 384000 || m.FrameRate < 1 || m.FrameRate > 1000 || math.IsNaN(m.FrameRate):

@@ -75,6 +75,17 @@ func TestInvalidConfigs(t *testing.T) {
 		{`{"mimi": {"seanet": {"ratios": [8, 0]}}}`, "seanet.ratios must be in 1..64"},
 		{`{"mimi": {"frame_rate": 0.001}}`, "frame_rate"},
 		{`{"mimi": {"transformer": {"context": 0}}}`, "transformer.context"},
+		// SEANet's shape: bounded before a plan is made of it (a million
+		// residual layers took minutes in the memory estimate).
+		{`{"mimi": {"seanet": {"n_residual_layers": 1000000}}}`, "n_residual_layers 1000000 must be in 0..16"},
+		{`{"mimi": {"seanet": {"n_residual_layers": -1}}}`, "n_residual_layers -1"},
+		{`{"mimi": {"seanet": {"n_residual_layers": 16, "dilation_base": 3}}}`, "dilation_base 3"},
+		{`{"mimi": {"seanet": {"n_residual_layers": 2, "dilation_base": 0}}}`, "dilation_base 0"},
+		{`{"mimi": {"seanet": {"kernel_size": 4611686018427387904}}}`, "kernel_size 4611686018427387904"},
+		{`{"mimi": {"seanet": {"last_kernel_size": 5000}}}`, "must be at most 4096"},
+		{`{"mimi": {"seanet": {"compress": 100000}}}`, "compress 100000"},
+		{`{"mimi": {"seanet": {"ratios": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}}}`, "17 entries"},
+		{`{"mimi": {"transformer": {"dim_feedforward": 1000000000}}}`, "dim_feedforward 1000000000"},
 	} {
 		_, err := Parse([]byte(c.js))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
