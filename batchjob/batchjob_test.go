@@ -80,6 +80,14 @@ func TestManifestErrorsNameTheLine(t *testing.T) {
 	if _, err := ReadManifest(writeManifest(t, "", " "), def, ""); err == nil || !strings.Contains(err.Error(), "no items") {
 		t.Errorf("empty manifest: %v", err)
 	}
+	// A UTF-8 byte-order mark (Windows editors) is not part of line 1;
+	// UTF-16 is named as such.
+	if items, err := ReadManifest(writeManifest(t, "\ufeff"+ok, ok), def, ""); err != nil || len(items) != 2 || items[0].Line != 1 {
+		t.Errorf("manifest with a BOM: %v", err)
+	}
+	if _, err := ReadManifest(writeManifest(t, "\xff\xfe{\x00"), def, ""); err == nil || !strings.Contains(err.Error(), ":1: the manifest is UTF-16") {
+		t.Errorf("UTF-16 manifest: %v", err)
+	}
 }
 
 func TestCheckDuplicatesAndInputs(t *testing.T) {

@@ -132,6 +132,14 @@ func ReadManifest(path string, def Settings, outputDir string) ([]*Item, error) 
 		if err != nil && err != io.EOF {
 			return nil, &LineError{File: path, Line: line, Msg: err.Error()}
 		}
+		if line == 1 {
+			// Editors on Windows save UTF-8 with a byte-order mark; UTF-16
+			// is not JSON Lines at all.
+			raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
+			if bytes.HasPrefix(raw, []byte("\xff\xfe")) || bytes.HasPrefix(raw, []byte("\xfe\xff")) {
+				return nil, &LineError{path, line, "the manifest is UTF-16 text: save it as UTF-8"}
+			}
+		}
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
