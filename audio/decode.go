@@ -7,7 +7,9 @@ package audio
 // / "BW64" → WAV (wav.go), "fLaC" → FLAC, "OggS" with a Vorbis identification
 // header → Ogg Vorbis, an ID3v2 tag or an MPEG-1/2/2.5 layer III frame header
 // → MP3. Ogg Opus and Ogg FLAC are recognised and refused with a message that
-// says so and how to convert.
+// says so and how to convert. An ID3v2 tag is skipped and what follows it is
+// told apart (decodeAfterID3): MP3 mostly, but taggers put one before FLAC
+// too, and flac -d and ffmpeg read such files.
 //
 // Decoders, chosen after checking each candidate's upkeep, open bug reports
 // and output against ffmpeg's decoding of the same files (the tests under
@@ -156,6 +158,7 @@ const (
 	kindCAF       // Apple Core Audio Format
 	kindAU        // Sun/NeXT .au
 	kindASF       // ASF (WMA)
+	kindID3       // an ID3v2 tag: what follows decides (decodeAfterID3)
 )
 
 // sniff tells the format from the first bytes of a file.
@@ -182,7 +185,7 @@ func sniff(b []byte) kind {
 		}
 		return kindOggOther
 	case len(b) >= 3 && string(b[:3]) == "ID3":
-		return kindMP3 // an ID3v2 tag: MP3 follows (checked by the decoder)
+		return kindID3
 	case len(b) >= 12 && string(b[:4]) == "FORM" && (string(b[8:12]) == "AIFF" || string(b[8:12]) == "AIFC"):
 		return kindAIFF
 	case len(b) >= 8 && (string(b[4:8]) == "ftyp" || string(b[4:8]) == "moov" || string(b[4:8]) == "mdat" || string(b[4:8]) == "wide"):
@@ -226,7 +229,18 @@ var kindNames = map[kind]string{
 // (its first SniffLen bytes, or all of a shorter file), natively or
 // through ffmpeg; "" when it is no audio format the reader knows. It
 // reads the content only, never a name, as the reader does.
-func Sniff(head []byte) string { return kindNames[sniff(head)] }
+func Sniff(head []byte) string {
+	k := sniff(head)
+	if k != kindID3 {
+		return kindNames[k]
+	}
+	// What follows the tag, where head holds it; else MP3, the format that
+	// an ID3v2 tag mostly leads (the reader checks when it decodes).
+	if n, ok := id3Size(head); ok && n < int64(len(head)) && sniff(head[n:]) == kindFLAC {
+		return "FLAC"
+	}
+	return "MP3"
+}
 
 // DecodeReaderAt decodes an audio file of the given size read through r
 // (any format Read takes); name is used in error messages.
@@ -293,6 +307,8 @@ func decodeAll(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, err
 		return c, nil
 	}
 	switch k {
+	case kindID3:
+		return decodeAfterID3(r, size, name, o)
 	case kindFLAC:
 		return decodeFLAC(r, size, name, o)
 	case kindMP3:
@@ -305,6 +321,56 @@ func decodeAll(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, err
 		return decodeFFmpegKind(r, size, name, k, o) // ffmpeg.go
 	}
 	return nil, formatErr(name, "not a supported audio file (no WAV, AIFF, FLAC, MP3, Ogg, MP4/M4A, Matroska/WebM or MPEG audio header)")
+}
+
+// decodeAfterID3 decodes a file that starts with ID3v2 tags. The tags are
+// skipped, their sizes bounded by the file (skipID3), and what follows them
+// is sniffed: a FLAC stream is decoded from there, exactly as without the
+// tags (flac -d and ffmpeg skip them too); an MP3 frame header, or bytes
+// of no format of their own (junk the MP3 decoder passes over before its
+// first frame, or a sync pattern of another MPEG audio kind), go to the MP3
+// decoder as before, whose error says what follows the tags if it finds no
+// frame; any other format is refused, named.
+func decodeAfterID3(r io.ReaderAt, size int64, name string, o decodeOpts) (*Clip, error) {
+	off, err := skipID3(r, size, name)
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, min(size-off, sniffLen))
+	if _, err := r.ReadAt(head, off); err != nil && err != io.EOF {
+		return nil, formatErr(name, "reading after the ID3 tag: %v", err)
+	}
+	switch k := sniff(head); k {
+	case kindFLAC:
+		return decodeFLAC(io.NewSectionReader(r, off, size-off), size-off, name, o)
+	case kindMP3, kindUnknown, kindMPEGOther, kindADTS:
+		return decodeMP3(r, size, name, o)
+	case kindID3: // skipID3 stopped at a tag header cut off by the end of the file
+		return nil, formatErr(name, "truncated ID3 tag: the file ends in its 10-byte header")
+	default:
+		return nil, formatErr(name, "an ID3 tag followed by %s data: not supported; remove the tag or convert the file: ffmpeg -i %s -c:a pcm_f32le out.wav", afterID3Name(k), shellQuote(name))
+	}
+}
+
+// afterID3Name names a kind found after an ID3 tag, for messages.
+func afterID3Name(k kind) string {
+	if k == kindMPEGOther {
+		return "MPEG audio layer I/II"
+	}
+	return kindNames[k]
+}
+
+// afterID3 says what the bytes after the ID3 tags are (head, the first of
+// them, rest of them in all), for the MP3 decoder's error when it finds no
+// frame there.
+func afterID3(head []byte, rest int64) string {
+	if rest == 0 {
+		return "nothing (the file ends with the tag)"
+	}
+	if k := sniff(head); k != kindUnknown && k != kindMP3 {
+		return afterID3Name(k) + " data"
+	}
+	return fmt.Sprintf("%d bytes of no known format (starting % x)", rest, head[:min(len(head), 8)])
 }
 
 // ReadLimits is Read under lim.

@@ -2,6 +2,7 @@ package audio
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -313,5 +314,115 @@ func TestFreeFormatMP3Named(t *testing.T) {
 	_, err := Decode(b, "free.mp3")
 	if err == nil || !strings.Contains(err.Error(), "free.mp3") || !strings.Contains(err.Error(), "free-format") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// id3Tag is an ID3v2.3 tag of n bytes after its header (zeros: padding),
+// with the footer flag and 10 footer bytes when footer is set.
+func id3Tag(n int, footer bool) []byte {
+	t := []byte{'I', 'D', '3', 3, 0, 0, byte(n >> 21 & 0x7F), byte(n >> 14 & 0x7F), byte(n >> 7 & 0x7F), byte(n & 0x7F)}
+	t = append(t, make([]byte, n)...)
+	if footer {
+		t[3], t[5] = 4, 0x10
+		t = append(t, "3DI\x04\x00\x10"...)
+		t = append(t, t[6:10]...)
+	}
+	return t
+}
+
+// A FLAC file behind ID3v2 tags (taggers write them; flac -d and ffmpeg
+// skip them) decodes to the samples of the same file without them, bit
+// for bit: a small tag, an empty one, one with a footer, one longer than
+// what sniffing reads, two tags; from memory and from a file.
+func TestFLACAfterID3(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"flac_24k_s16_mono.flac", "flac_44k_s24_stereo.flac"} {
+		data := mustRead(t, fixtures+f)
+		want, err := Decode(data, "x.flac")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, tag := range map[string][]byte{
+			"small":    id3Tag(10, false),
+			"empty":    id3Tag(0, false),
+			"footer":   id3Tag(30, true),
+			"long":     id3Tag(5000, false),
+			"two tags": splice(id3Tag(20, false), id3Tag(300, true)),
+		} {
+			file := splice(tag, data)
+			p := filepath.Join(dir, "tagged.flac")
+			if err := os.WriteFile(p, file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for how, decode := range map[string]func() (*Clip, error){
+				"Decode": func() (*Clip, error) { return Decode(file, "x.flac") },
+				"Read":   func() (*Clip, error) { return Read(p) },
+			} {
+				c, err := decode()
+				if err != nil {
+					t.Fatalf("%s, %s tag, %s: %v", f, name, how, err)
+				}
+				if c.SampleRate != want.SampleRate || len(c.Channels) != len(want.Channels) || c.Frames() != want.Frames() {
+					t.Fatalf("%s, %s tag, %s: %d Hz × %d × %d frames, want %d × %d × %d", f, name, how,
+						c.SampleRate, len(c.Channels), c.Frames(), want.SampleRate, len(want.Channels), want.Frames())
+				}
+				for ch := range want.Channels {
+					if !sameBits(c.Channels[ch], want.Channels[ch]) {
+						t.Fatalf("%s, %s tag, %s: channel %d differs", f, name, how, ch)
+					}
+				}
+			}
+		}
+		// Sniff names it where its first bytes hold the whole tag.
+		if got := Sniff(splice(id3Tag(10, false), data)[:SniffLen]); got != "FLAC" {
+			t.Errorf("Sniff = %q, want FLAC", got)
+		}
+	}
+}
+
+// An ID3 tag whose size runs past the end of the file, by a byte or by a
+// hostile 256 MiB, or whose header the file cuts off, fails in one line
+// naming the tag, whatever follows it (FLAC or MP3), without a panic and
+// without allocating what it claims; and what follows an ID3 tag is named
+// when it is neither MP3 nor FLAC, never called MP3.
+func TestID3TagBounds(t *testing.T) {
+	flac := mustRead(t, fixtures+"flac_24k_s16_mono.flac")
+	mp3 := mustRead(t, fixtures+"mp3_24k_mono.mp3")
+	ogg := mustRead(t, fixtures+"vorbis_24k_mono.ogg")
+	past := func(tag []byte, over int) []byte { // a tag claiming over bytes more than the file has
+		n := len(tag) - 10 + over
+		if tag[5]&0x10 != 0 {
+			n -= 10
+		}
+		b := bytes.Clone(tag)
+		b[6], b[7], b[8], b[9] = byte(n>>21&0x7F), byte(n>>14&0x7F), byte(n>>7&0x7F), byte(n&0x7F)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string // the whole message after "x: "
+	}{
+		{"flac, a byte past the end", past(splice(id3Tag(0, false), flac), 1), fmt.Sprintf("truncated ID3 tag: it claims %d bytes, the file has %d", len(flac)+11, len(flac)+10)},
+		{"flac, footer past the end", past(splice(id3Tag(20, true), flac[:5]), 1), "truncated ID3 tag: it claims 46 bytes, the file has 45"},
+		{"flac, 256 MiB", splice([]byte("ID3\x03\x00\x00\x7f\x7f\x7f\x7f"), flac), fmt.Sprintf("truncated ID3 tag: it claims 268435465 bytes, the file has %d", len(flac)+10)},
+		{"mp3, 256 MiB", splice([]byte("ID3\x04\x00\x10\x7f\x7f\x7f\x7f"), mp3), fmt.Sprintf("truncated ID3 tag: it claims 268435475 bytes, the file has %d", len(mp3)+10)},
+		{"second tag past the end", splice(id3Tag(4, false), []byte("ID3\x03\x00\x00\x00\x00\x01\x00"), flac[:100]), "truncated ID3 tag: it claims 138 bytes, the file has 110"},
+		{"header cut off", []byte("ID3\x03\x00\x00\x00"), "truncated ID3 tag: the file ends in its 10-byte header"},
+		{"header cut off after a tag", splice(id3Tag(4, false), []byte("ID3\x03")), "truncated ID3 tag: the file ends in its 10-byte header"},
+		{"nothing after the tag", id3Tag(40, false), "no MP3 frame or FLAC stream found after the ID3 tag: it is followed by nothing (the file ends with the tag)"},
+		{"ogg after the tag", splice(id3Tag(10, false), ogg), "an ID3 tag followed by Ogg Vorbis data: not supported; remove the tag or convert the file: ffmpeg -i x -c:a pcm_f32le out.wav"},
+		{"junk after the tag", splice(id3Tag(10, false), []byte("not audio at all")), "no MP3 frame or FLAC stream found after the ID3 tag: it is followed by 16 bytes of no known format (starting 6e 6f 74 20 61 75 64 69)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			n := allocated(func() { _, err = Decode(tc.data, "x") })
+			if err == nil || err.Error() != "x: "+tc.want {
+				t.Fatalf("error %v\nwant     x: %s", err, tc.want)
+			}
+			if n > 1<<20 {
+				t.Fatalf("allocated %d KiB", n>>10)
+			}
+		})
 	}
 }

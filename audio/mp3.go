@@ -89,7 +89,15 @@ func decodeMP3(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *Clip
 		if why != nil {
 			return nil, formatErr(name, "%v", why)
 		}
-		return nil, formatErr(name, "no MP3 frame found after the ID3 tag")
+		tagEnd, _ := skipID3(r, size, name)
+		if tagEnd == 0 {
+			return nil, formatErr(name, "no MP3 frame found")
+		}
+		head, err := win.at(tagEnd, sniffLen)
+		if err != nil {
+			return nil, formatErr(name, "reading MP3 data: %v", err)
+		}
+		return nil, formatErr(name, "no MP3 frame or FLAC stream found after the ID3 tag: it is followed by %s", afterID3(head, size-tagEnd))
 	}
 	skipStart, dropEnd := 0, 0
 	var declared int64 // frames the Xing/Info tag counts (0: unknown)
@@ -249,7 +257,23 @@ func (w *mp3Window) resync(h mp3.Header, off int64) (int64, error) {
 	return -1, nil
 }
 
-// skipID3 returns the offset after the ID3v2 tags at the start of the file.
+// id3Size returns the size of the ID3v2 tag that b starts with: its
+// 10-byte header, the 28-bit syncsafe size it gives, and the 10-byte footer
+// when its flags say there is one. ok is false where b holds no tag header
+// (too short, or no "ID3") or the size is not syncsafe (a byte ≥ 0x80).
+func id3Size(b []byte) (n int64, ok bool) {
+	if len(b) < 10 || string(b[:3]) != "ID3" || b[6]|b[7]|b[8]|b[9] >= 0x80 {
+		return 0, false
+	}
+	n = 10 + (int64(b[6])<<21 | int64(b[7])<<14 | int64(b[8])<<7 | int64(b[9]))
+	if b[5]&0x10 != 0 {
+		n += 10 // footer
+	}
+	return n, true
+}
+
+// skipID3 returns the offset after the ID3v2 tags at the start of the file;
+// a tag that claims more bytes than the file has left is an error.
 func skipID3(r io.ReaderAt, size int64, name string) (int64, error) {
 	var off int64
 	for i := 0; i < maxID3Tags; i++ {
@@ -263,13 +287,9 @@ func skipID3(r io.ReaderAt, size int64, name string) (int64, error) {
 		if string(h[:3]) != "ID3" {
 			return off, nil
 		}
-		if h[6]|h[7]|h[8]|h[9] >= 0x80 {
+		n, ok := id3Size(h[:])
+		if !ok {
 			return 0, formatErr(name, "corrupt ID3 tag at offset %d (bad size)", off)
-		}
-		n := int64(h[6])<<21 | int64(h[7])<<14 | int64(h[8])<<7 | int64(h[9])
-		n += 10
-		if h[5]&0x10 != 0 {
-			n += 10 // footer
 		}
 		if off+n > size {
 			return 0, formatErr(name, "truncated ID3 tag: it claims %d bytes, the file has %d", n, size-off)

@@ -23,8 +23,15 @@ import (
 // stream to the end before knowing its length. So:
 //
 //   - the Ogg pages are read here (oggDemux): CRC-checked, one logical
-//     stream (the first; pages of other streams are skipped), packets held
-//     to maxOggPacket bytes;
+//     stream (the first; pages of other streams multiplexed with it are
+//     skipped), packets held to maxOggPacket bytes. A chained file (RFC
+//     3533: streams one after another, as `cat a.ogg b.ogg` makes, with the
+//     same serial number or another) is refused in one line: a stream that
+//     begins after another stream's data pages is a new link, looked for
+//     up to the end of the file, so no link is dropped silently. Decoding
+//     the links one after the other is not done: each has its own headers
+//     and granule positions, and ffmpeg's joins are not sample-exact to
+//     follow;
 //   - the three Vorbis headers are parsed and validated here first
 //     (checkVorbisHeaders), every count bounded by the bits the header
 //     packet really has, every index checked against what it indexes, and
@@ -137,6 +144,11 @@ func decodeVorbis(r io.ReaderAt, size int64, name string, o decodeOpts) (clip *C
 		n := len(out) / nch
 		pos += int64(n)
 		if haveLast && pos-drop > last+int64(id.block1) {
+			// A later link of a chain with the same serial number can
+			// end the file with a smaller granule position: say so.
+			if err := dm.checkChain(); err != nil {
+				return nil, err
+			}
 			return nil, formatErr(name, "corrupt Ogg Vorbis stream: it decodes past the %d samples its last page declares", last)
 		}
 		dst, err := sink.next(n)
@@ -686,6 +698,14 @@ type oggDemux struct {
 	done   bool
 	body   []byte
 
+	// Chains (checkChain). data is set once a page that begins no stream
+	// has been read (so the streams of the first group have all begun);
+	// link is the offset of a page of another serial beginning a stream
+	// after that, unless a page of this stream followed it (0: none).
+	data    bool
+	link    int64
+	checked bool // checkChain has looked at the rest of the file
+
 	truncated bool // the file ends mid-page or mid-packet
 }
 
@@ -701,6 +721,9 @@ func (d *oggDemux) cut(what string) error {
 func (d *oggDemux) packet() ([]byte, int64, error) {
 	for len(d.queue) == 0 {
 		if d.done {
+			if err := d.checkChain(); err != nil {
+				return nil, -1, err
+			}
 			return nil, -1, io.EOF
 		}
 		if err := d.page(); err != nil {
@@ -766,17 +789,31 @@ func (d *oggDemux) page() error {
 		if !oggCRCOK(pg) {
 			return formatErr(d.name, "corrupt Ogg stream: page at offset %d fails its checksum", d.off)
 		}
+		at := d.off
 		d.off += int64(len(pg))
 		flags := pg[5]
 		serial := binary.LittleEndian.Uint32(pg[14:])
-		if d.pages == 0 {
-			if flags&2 == 0 {
+		bos := flags&2 != 0
+		switch {
+		case d.pages == 0:
+			if !bos {
 				return formatErr(d.name, "corrupt Ogg stream: the first page does not begin a stream")
 			}
 			d.serial = serial
-		} else if serial != d.serial {
-			continue // another logical stream
+		case bos && d.data && serial == d.serial:
+			return d.chained(at) // the stream begins again: a link with the same serial
+		case serial != d.serial:
+			// Another logical stream: multiplexed with this one (its pages
+			// are skipped), or, if it begins after data pages, the next
+			// link of a chain, unless this stream goes on after it.
+			if bos && d.data && d.link == 0 {
+				d.link = at
+			}
+			d.data = d.data || !bos
+			continue
 		}
+		d.data = d.data || !bos
+		d.link = 0
 		d.pages++
 		d.gran = int64(binary.LittleEndian.Uint64(pg[6:]))
 		d.eos = flags&4 != 0
@@ -828,6 +865,53 @@ func (d *oggDemux) page() error {
 			return nil
 		}
 	}
+}
+
+// chained is the error for a chained file whose second link begins at
+// offset at.
+func (d *oggDemux) chained(at int64) error {
+	return formatErr(d.name, "chained Ogg stream (a second logical stream starts at byte %d): not supported; convert the file: ffmpeg -i %s -c:a pcm_f32le out.wav", at, shellQuote(d.name))
+}
+
+// checkChain fails if the file is chained: if a stream began after data
+// pages and this stream did not go on after it, or if a page after d.off
+// begins a stream (all this stream's pages have been read when it is
+// called at the end of the stream: a stream that begins after them is a
+// next link). Pages after the stream's end are walked by their headers;
+// the first bytes that are no page end the walk (trailing junk is ignored,
+// as before), and a page that would begin a stream counts only if its
+// checksum holds. It looks once.
+func (d *oggDemux) checkChain() error {
+	if d.checked {
+		return nil
+	}
+	d.checked = true
+	if d.link != 0 {
+		return d.chained(d.link)
+	}
+	var h [27 + 255]byte
+	for off := d.off; off < d.size; {
+		n := min(int64(len(h)), d.size-off)
+		if _, err := d.r.ReadAt(h[:n], off); err != nil && err != io.EOF {
+			return formatErr(d.name, "reading Ogg page: %v", err)
+		}
+		hlen, blen, ok := oggHeader(h[:n])
+		if !ok || hlen > int(n) || int64(hlen+blen) > d.size-off {
+			return nil
+		}
+		if h[5]&2 != 0 {
+			pg := make([]byte, hlen+blen)
+			if _, err := d.r.ReadAt(pg, off); err != nil && err != io.EOF {
+				return formatErr(d.name, "reading Ogg page: %v", err)
+			}
+			if oggCRCOK(pg) {
+				return d.chained(off)
+			}
+			return nil
+		}
+		off += int64(hlen + blen)
+	}
+	return nil
 }
 
 // lastGranule returns the granule position of the stream's last page, found

@@ -218,7 +218,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}{
 		{"empty", nil, "=not a WAV file (only 0 bytes)"},
 		{"short", []byte("RIFF\x04\x00"), "=not a WAV file (only 6 bytes)"},
-		{"mp3", append([]byte("ID3\x03\x00\x00\x00\x00\x00\x00"), make([]byte, 20)...), "=no MP3 frame found after the ID3 tag"},
+		{"mp3", append([]byte("ID3\x03\x00\x00\x00\x00\x00\x00"), make([]byte, 20)...), "=no MP3 frame or FLAC stream found after the ID3 tag: it is followed by 20 bytes of no known format (starting 00 00 00 00 00 00 00 00)"},
 		{"text", []byte("hello, this is not audio at all"), "=not a supported audio file (no WAV, AIFF, FLAC, MP3, Ogg, MP4/M4A, Matroska/WebM or MPEG audio header)"},
 		{"avi", append([]byte("RIFF\x10\x00\x00\x00AVI LIST"), make([]byte, 8)...), `=not a WAV file (RIFF type "AVI ", want "WAVE")`},
 		{"rifx", append([]byte("RIFX\x10\x00\x00\x00WAVE"), make([]byte, 8)...), "big-endian"},
