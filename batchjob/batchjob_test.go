@@ -3,6 +3,7 @@ package batchjob
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -76,6 +77,10 @@ func TestManifestErrorsNameTheLine(t *testing.T) {
 		if !errors.As(err, &le) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p) {
 			t.Errorf("%s: got %v, want %q", c.line[:min(len(c.line), 60)], err, c.want)
 		}
+	}
+	// Above the vocabulary is all of it, as --topk-text 99999999999999.
+	if items, err := ReadManifest(writeManifest(t, `{"input_wav": "b.wav", "output_wav": "b.out.wav", "output_text": "b.json", "topk_text": 99999999999999}`), def, ""); err != nil || items[0].TopKText != math.MaxInt32 {
+		t.Errorf("huge topk_text: %v", err)
 	}
 	if _, err := ReadManifest(writeManifest(t, "", " "), def, ""); err == nil || !strings.Contains(err.Error(), "no items") {
 		t.Errorf("empty manifest: %v", err)

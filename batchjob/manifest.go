@@ -365,10 +365,12 @@ func setField(it *Item, key, want string, v json.RawMessage) string {
 			}
 			it.Seed = i
 		default:
-			// As the main command's --topk-audio / --topk-text: ≥ 1.
-			if i < 1 || i > math.MaxInt32 {
+			// As the main command's --topk-audio / --topk-text: ≥ 1, and
+			// above the vocabulary means all of it (held as MaxInt32).
+			if i < 1 {
 				return fmt.Sprintf("want an integer ≥ 1 (as --%s), got %d", strings.ReplaceAll(key, "_", "-"), i)
 			}
+			i = min(i, math.MaxInt32)
 			if key == "topk_audio" {
 				it.TopKAudio = int(i)
 			} else {
