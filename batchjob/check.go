@@ -17,13 +17,14 @@ import (
 // file, is read-only or whose name is too long (fileio's guard); an input
 // that exists but is not a regular file (a named pipe would block the job,
 // links are followed). Every input is registered with fileio, whose
-// writers refuse it again at write time. Paths are compared by device and
-// inode for files that exist, else absolute with links resolved. manifest
-// names the file in errors ("" in --input-dir mode).
+// writers refuse it again at write time. Paths are compared as the system
+// opens them (pathKey): by device and inode for files that exist, else by
+// their folder's device and inode and their name. manifest names the file
+// in errors ("" in --input-dir mode).
 func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string) error {
 	type use struct {
-		it   *Item
-		what string
+		it      *Item
+		what, p string
 	}
 	inputs := map[string]use{} // the first item that reads each file
 	add := func(p string, u use) {
@@ -42,7 +43,7 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 			if in.what == "voice_prompt" && !it.VoiceIsPath || in.p == "" {
 				continue
 			}
-			add(in.p, use{it, in.what})
+			add(in.p, use{it, in.what, in.p})
 			if st, err := os.Stat(in.p); err == nil {
 				if !st.Mode().IsRegular() {
 					return itemErr(manifest, it, fmt.Sprintf("%s %s: %v", in.what, in.p, strings.TrimPrefix(fileio.CheckInput(in.p).Error(), in.p+": ")))
@@ -54,16 +55,16 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 	outputs := map[string]use{}
 	for _, it := range items {
 		for _, out := range itemOutputs(it) {
-			o, p := use{it, out.what}, out.p
+			o, p := use{it, out.what, out.p}, out.p
 			k := pathKey(p)
 			if in, ok := inputs[k]; ok {
 				return itemErr(manifest, it, fmt.Sprintf("%s %s is the %s of %s: outputs are never written over inputs", o.what, p, in.what, where(manifest, in.it)))
 			}
 			if prev, ok := outputs[k]; ok {
 				if prev.it == it {
-					return itemErr(manifest, it, fmt.Sprintf("%s and %s are the same file %s", prev.what, o.what, p))
+					return itemErr(manifest, it, fmt.Sprintf("%s%s and %s are the same file %s", prev.what, alias(p, prev.p), o.what, p))
 				}
-				return itemErr(manifest, it, fmt.Sprintf("%s %s is also the %s of %s", o.what, p, prev.what, where(manifest, prev.it)))
+				return itemErr(manifest, it, fmt.Sprintf("%s %s is also the %s%s of %s", o.what, p, prev.what, alias(p, prev.p), where(manifest, prev.it)))
 			}
 			if manifest != "" && k == pathKey(manifest) {
 				return itemErr(manifest, it, fmt.Sprintf("%s %s is the manifest: outputs are never written over inputs", o.what, p))
@@ -82,7 +83,7 @@ func Check(items []*Item, manifest string, extraIns, extraOuts map[string]string
 	for what, p := range extraOuts {
 		k := pathKey(p)
 		if u, ok := outputs[k]; ok {
-			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s", u.what, p, what))
+			return itemErr(manifest, u.it, fmt.Sprintf("%s %s is also the file of %s%s", u.what, u.p, what, alias(u.p, p)))
 		}
 		if u, ok := inputs[k]; ok {
 			return fmt.Errorf("%s %s is the %s of %s: outputs are never written over inputs", what, p, u.what, u.it.Where(manifest))
@@ -126,6 +127,15 @@ func itemOutputs(it *Item) []namedPath {
 	return append(o, namedPath{"fingerprint", FingerprintPath(it.OutputWAV)})
 }
 
+// alias is " q" when q names the file otherwise than p, else "": a file
+// given two ways (a link, "..", a bind mount) is named both ways.
+func alias(p, q string) string {
+	if filepath.Clean(p) == filepath.Clean(q) {
+		return ""
+	}
+	return " " + q
+}
+
 func where(manifest string, it *Item) string {
 	if it.Line > 0 {
 		return fmt.Sprintf("line %d", it.Line)
@@ -140,14 +150,19 @@ func itemErr(manifest string, it *Item, msg string) error {
 	return fmt.Errorf("%s: %s", it.InputWAV, msg)
 }
 
-// pathKey identifies a file: by device and inode when it exists (so hard
-// links and other paths to it compare equal), else the absolute, cleaned
-// path with links resolved when its folder exists.
+// pathKey identifies a file as the system would open it: by device and
+// inode when it exists (so hard links and other paths to it compare
+// equal), else by the key of the folder it would be made in (dirKey) and
+// its name; the absolute path with links resolved only when neither can
+// be had (a file system without file identities).
 func pathKey(p string) string {
 	if st, err := os.Stat(p); err == nil {
 		if k, ok := fileKey(p, st); ok {
 			return k
 		}
+	}
+	if k, ok := dirKey(fileio.DirOf(p)); ok {
+		return k + "/" + filepath.Base(p)
 	}
 	a, err := filepath.Abs(p)
 	if err != nil {
@@ -162,6 +177,31 @@ func pathKey(p string) string {
 	return a
 }
 
+// dirKey identifies folder d as the system resolves it: the device and
+// inode of its nearest existing folder, found from the path as given
+// (fileio.DirOf: ".." after a link is the link target's parent, not what
+// a textual Clean leaves), then the rest of the path, which
+// PrepareOutputs creates as plain folders. So a link to the folder, a
+// bind mount of it and ".." after a link compare as the folder itself.
+func dirKey(d string) (string, bool) {
+	rest := "."
+	for {
+		if st, err := os.Stat(d); err == nil {
+			k, ok := fileKey(d, st)
+			if rest != "." {
+				k += "/" + filepath.ToSlash(rest)
+			}
+			return k, ok
+		}
+		up := fileio.DirOf(d)
+		if up == d {
+			return "", false
+		}
+		rest = filepath.Join(filepath.Base(d), rest) // cleaned: plain folders
+		d = up
+	}
+}
+
 // PrepareOutputs creates the folders of the items' outputs and proves each
 // can be written now rather than after the run.
 func PrepareOutputs(items []*Item) error {
@@ -172,7 +212,7 @@ func PrepareOutputs(items []*Item) error {
 			if st, err := os.Stat(p); err == nil && st.IsDir() {
 				return fmt.Errorf("%s: is a directory", p)
 			}
-			dir := filepath.Dir(p)
+			dir := fileio.DirOf(p) // as the writer will open it: ".." after a link kept
 			if done[dir] {
 				continue
 			}

@@ -457,8 +457,10 @@ func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item,
 // by path; the outputs are outputDir/<relative path without
 // extension>.wav and .json. A file is audio when accept takes its first
 // HeadLen bytes (by content: the audio reader's own sniffing), or, with
-// accept nil, by its extension. skipped lists the other files (hidden
-// ones and folders not walked aside), sorted.
+// accept nil, by its extension. A file that an earlier run wrote as the
+// output of another listed file (earlierOutputs: the output folder is the
+// input folder, contains it, or is a link to it) is no item. skipped lists
+// the other files (hidden ones and folders not walked aside), sorted.
 func ListDirAccept(inputDir, outputDir string, recursive bool, def Settings, accept func(head []byte) bool) (items []*Item, skipped []string, err error) {
 	st, err := os.Stat(inputDir)
 	if err != nil {
@@ -558,7 +560,63 @@ func ListDirAccept(inputDir, outputDir string, recursive bool, def Settings, acc
 		items[i] = &Item{Index: i, InputWAV: filepath.Join(inputDir, r), Settings: def,
 			OutputWAV: filepath.Join(outputDir, stem+AudioExt(def.OutputFormat)), OutputText: filepath.Join(outputDir, stem+".json")}
 	}
-	return items, skipped, nil
+	drop := earlierOutputs(items)
+	if len(drop) == 0 {
+		return items, skipped, nil
+	}
+	kept := items[:0]
+	for i, it := range items {
+		if drop[it] {
+			skipped = append(skipped, rels[i])
+			continue
+		}
+		it.Index = len(kept)
+		kept = append(kept, it)
+	}
+	sort.Strings(skipped)
+	return kept, skipped, nil
+}
+
+// earlierOutputs are the listed items whose input is the output
+// (output_wav or output_text) that an earlier run made of another listed
+// item. With the outputs written into the input folder, a rerun lists
+// them (a.wav's a.flac is audio too); as items they would be refused as
+// outputs written over inputs, and the rerun could not resume. A file is
+// taken for another item's output only when that item's fingerprint,
+// written beside its outputs, says they were made from its input: by the
+// name alone, a user's own a.wav beside a.flac (output_format pcm16)
+// would be dropped, then written over; it stays an item, and Check
+// refuses the pair as before. Files are compared by device and inode.
+func earlierOutputs(items []*Item) map[*Item]bool {
+	byFile := map[string]*Item{}
+	for _, it := range items {
+		if st, err := os.Stat(it.InputWAV); err == nil {
+			if k, ok := fileKey(it.InputWAV, st); ok {
+				byFile[k] = it
+			}
+		}
+	}
+	drop := map[*Item]bool{}
+	for _, it := range items {
+		for _, out := range []string{it.OutputWAV, it.OutputText} {
+			st, err := os.Stat(out)
+			if err != nil {
+				continue
+			}
+			k, ok := fileKey(out, st)
+			if other := byFile[k]; ok && other != nil && other != it && madeOf(it) {
+				drop[other] = true
+			}
+		}
+	}
+	return drop
+}
+
+// madeOf: the fingerprint beside its outputs names its input, so they
+// are this item's outputs from an earlier run.
+func madeOf(it *Item) bool {
+	fp, _ := ReadFingerprint(FingerprintPath(it.OutputWAV))
+	return fp != nil && fp.Input.Name == filepath.Base(it.InputWAV)
 }
 
 // isAudio: accept on the file's first HeadLen bytes (read without

@@ -81,7 +81,7 @@ func WriteAllAtomic(files ...File) error {
 func syncDir(files []File) {
 	done := map[string]bool{}
 	for _, f := range files {
-		d := filepath.Dir(f.Path)
+		d := DirOf(f.Path)
 		if done[d] {
 			continue
 		}

@@ -166,7 +166,7 @@ func CheckOutput(path string) error {
 	if err := checkName(path); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
+	dir := DirOf(path)
 	st, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("%s: output directory %s does not exist", path, dir)
@@ -235,33 +235,69 @@ func checkTarget(p string) (os.FileInfo, error) {
 }
 
 // CheckOutputs registers inputs (AddInputs) and checks every output
-// (CheckOutput) and that no two outputs are the same file. Inputs that do
-// not exist are ignored (their own checks report them).
+// (CheckOutput) and that no two outputs are the same file, however named
+// (sameOutput). Inputs that do not exist are ignored (their own checks
+// report them).
 func CheckOutputs(outputs, inputs []string) error {
 	AddInputs(inputs...)
-	type seen struct {
-		path string
-		st   os.FileInfo
-	}
-	var outs []seen
+	var outs []outputID
 	for _, p := range outputs {
-		for _, o := range outs {
-			if filepath.Clean(o.path) == filepath.Clean(p) {
-				return fmt.Errorf("%s: given as two outputs", p)
-			}
-		}
 		if err := CheckOutput(p); err != nil {
 			return err
 		}
 		st, _ := checkTarget(p)
+		id := identify(p, st)
 		for _, o := range outs {
-			if st != nil && o.st != nil && os.SameFile(st, o.st) {
-				return fmt.Errorf("%s and %s are the same file: give two outputs", o.path, p)
+			if !sameOutput(o, id) {
+				continue
 			}
+			if filepath.Clean(o.path) == filepath.Clean(p) {
+				return fmt.Errorf("%s: given as two outputs", p)
+			}
+			return fmt.Errorf("%s and %s are the same file: give two outputs", o.path, p)
 		}
-		outs = append(outs, seen{p, st})
+		outs = append(outs, id)
 	}
 	return nil
+}
+
+// outputID is the file an output path names, as the system would open
+// it: an existing file by its device and inode (links and hard links to
+// it compare equal); a file not made yet by the device and inode of the
+// folder it would be made in (DirOf, resolved by the system: a link to
+// the folder, a bind mount of it, or ".." after a link compare as that
+// folder) and its name. Comparing cleaned path strings would miss the
+// first two and take "out/link/../a.wav" for "out/a.wav".
+type outputID struct {
+	path string
+	file os.FileInfo // the file; nil when it does not exist
+	dir  os.FileInfo // its folder, when the file does not exist
+	name string
+}
+
+// identify is p's outputID; st is p's (links followed), nil when p does
+// not exist.
+func identify(p string, st os.FileInfo) outputID {
+	id := outputID{path: p, file: st}
+	if st == nil {
+		id.dir, _ = os.Stat(DirOf(p))
+		id.name = filepath.Base(p)
+	}
+	return id
+}
+
+// sameOutput: a and b are one file. What cannot be known (a folder that
+// cannot be stat'ed) is not the same.
+func sameOutput(a, b outputID) bool {
+	if a.file != nil || b.file != nil {
+		return a.file != nil && b.file != nil && os.SameFile(a.file, b.file)
+	}
+	return a.dir != nil && b.dir != nil && os.SameFile(a.dir, b.dir) && sameName(a.name, b.name)
+}
+
+// sameName is name equality as the file system compares names (namesFold).
+func sameName(a, b string) bool {
+	return a == b || namesFold && strings.EqualFold(a, b)
 }
 
 // inputKind words a non-regular input's type.
@@ -298,9 +334,45 @@ func (t *temp) remove() {
 	os.Remove(filepath.Dir(t.path)) // the folder, when it is empty
 }
 
+// tempDirPath is the temporary folder of output p, in the folder the
+// system writes p to. A folder given with ".." after a name is resolved
+// first (EvalSymlinks takes links and ".." as the system does), since the
+// Joins and Dirs made on the temporary files' paths remove ".." by the
+// text: "out/link/../a.wav" has its temporary files and lock beside the
+// file it replaces, where another run writing that file looks for them.
+func tempDirPath(p string) string {
+	d := DirOf(p)
+	if dotDotAfterName(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+	}
+	return filepath.Join(d, TempDir)
+}
+
+// dotDotAfterName: path has a ".." that follows a name, the ".." that
+// filepath.Clean removes by the text (a leading one it keeps).
+func dotDotAfterName(path string) bool {
+	named := false // the last element other than "." is a name
+	for _, e := range strings.FieldsFunc(path, isSeparator) {
+		switch e {
+		case ".":
+		case "..":
+			if named {
+				return true
+			}
+		default:
+			named = true
+		}
+	}
+	return false
+}
+
+func isSeparator(r rune) bool { return r < 0x80 && os.IsPathSeparator(uint8(r)) }
+
 // tempDirOf returns (creating it) the temporary folder beside output p.
 func tempDirOf(p string) (string, error) {
-	d := filepath.Join(filepath.Dir(p), TempDir)
+	d := tempDirPath(p)
 	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
@@ -400,7 +472,7 @@ var errHeld = errors.New("held by a running process")
 // sweep removes the stale temporary files of output p (see SweepTemps);
 // with held, a temporary file another process holds is an error.
 func sweep(p string, mine *temp) (removed []string, err error) {
-	d := filepath.Join(filepath.Dir(p), TempDir)
+	d := tempDirPath(p)
 	st, err := os.Lstat(d)
 	if err != nil || !st.IsDir() {
 		return nil, nil
@@ -484,7 +556,7 @@ func LockOutputs(outputs ...string) (*Lock, error) {
 		l.temps, l.outs = append(l.temps, t), append(l.outs, p)
 		if _, err := sweep(p, t); errors.Is(err, errHeld) {
 			l.Unlock()
-			return nil, fmt.Errorf("%s: another pp-offline run is writing this output now (its temporary file in %s is locked); not started", p, filepath.Join(filepath.Dir(p), TempDir))
+			return nil, fmt.Errorf("%s: another pp-offline run is writing this output now (its temporary file in %s is locked); not started", p, tempDirPath(p))
 		}
 	}
 	return l, nil

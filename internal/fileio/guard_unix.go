@@ -69,3 +69,28 @@ func lockHeld(err error) bool {
 func flockUnsupported(err error) bool {
 	return errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EINVAL)
 }
+
+// DirOf is the folder in which the system opens path: the path up to its
+// last name, as given. Unlike filepath.Dir it keeps "..": Unix takes each
+// ".." on the folder reached so far, after any link, so
+// "out/link/../a.wav" is in the parent of link's target, not in out,
+// where a textual Clean would put it.
+func DirOf(path string) string {
+	i := len(path) - 1
+	for i > 0 && os.IsPathSeparator(path[i]) { // trailing separators
+		i--
+	}
+	for i >= 0 && !os.IsPathSeparator(path[i]) { // the name
+		i--
+	}
+	if i < 0 {
+		return "."
+	}
+	for i > 0 && os.IsPathSeparator(path[i-1]) { // separators before it
+		i--
+	}
+	if i == 0 {
+		return path[:1] // the root
+	}
+	return path[:i]
+}

@@ -5,6 +5,7 @@ package fileio
 import (
 	"errors"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/windows"
 )
@@ -105,3 +106,8 @@ func lockHeld(err error) bool { return errors.Is(err, windows.ERROR_LOCK_VIOLATI
 func flockUnsupported(err error) bool {
 	return errors.Is(err, windows.ERROR_NOT_SUPPORTED) || errors.Is(err, windows.ERROR_INVALID_FUNCTION)
 }
+
+// DirOf is the folder in which the system opens path. Windows removes
+// ".." from a path by its text before it looks at the file system (Win32
+// path normalisation), so filepath.Dir's textual Clean is what it does.
+func DirOf(path string) string { return filepath.Dir(path) }
