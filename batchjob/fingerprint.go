@@ -11,13 +11,16 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/pp-offline/pp-offline/internal/fileio"
 )
 
 // A Fingerprint records what made an item's outputs, so that a rerun
 // skips an item only when the same settings would make them again. It is
-// written as FingerprintPath(output WAV), renamed into place after the two
-// outputs (and the old one removed before them), so a fingerprint on disk
-// always describes the outputs beside it.
+// written as FingerprintPath(output WAV) after the outputs are in place (and
+// the old one removed before them), with their sizes and times, so a
+// fingerprint on disk always describes the outputs beside it, and outputs
+// rewritten since by anything else are redone.
 //
 // Files are identified by base name, size and modification time (not by
 // path, so a job folder mounted elsewhere still resumes; not by content,
@@ -53,6 +56,32 @@ type Fingerprint struct {
 	// KV is --kv-dtype when not the default float32 ("bf16"), so that
 	// fingerprints written before the flag existed still match f32 runs.
 	KV string `json:"kv_dtype,omitempty"`
+
+	// Outputs are the item's output files as they were written (the WAV,
+	// the transcript, then the mix if any: WithOutputs), so that outputs
+	// rewritten since, by the main command, another tool or a user, are
+	// not taken for this run's: Stale compares them with the files there.
+	Outputs []FileID `json:"outputs,omitempty"`
+}
+
+// OutputPaths are the files of an item that its fingerprint identifies:
+// the output WAV, the transcript and the mix if any.
+func OutputPaths(it *Item) []string {
+	p := []string{it.OutputWAV, it.OutputText}
+	if it.OutputMix != "" {
+		p = append(p, it.OutputMix)
+	}
+	return p
+}
+
+// WithOutputs is f with the item's output files as they are now (written,
+// before the fingerprint is).
+func (f Fingerprint) WithOutputs(it *Item) *Fingerprint {
+	f.Outputs = nil
+	for _, p := range OutputPaths(it) {
+		f.Outputs = append(f.Outputs, IdentifyFile(p))
+	}
+	return &f
 }
 
 // FileID identifies a file by its name, size and modification time.
@@ -81,7 +110,13 @@ func HashString(s string) string {
 // FingerprintPath is the fingerprint file of an item whose WAV is wav:
 // ".<name>.fp" beside it.
 func FingerprintPath(wav string) string {
-	return filepath.Join(filepath.Dir(wav), "."+filepath.Base(wav)+".fp")
+	d, name := fileio.DirOf(wav), "."+filepath.Base(wav)+".fp"
+	if strings.Contains(d, "..") {
+		// Kept as given: after a link, ".." is not what a textual Join
+		// makes of it (fileio.DirOf).
+		return d + string(filepath.Separator) + name
+	}
+	return filepath.Join(d, name)
 }
 
 // IsFingerprintName tells a fingerprint file's base name.
@@ -163,6 +198,15 @@ func Stale(it *Item, want *Fingerprint) string {
 	}
 	if c := want.Changes(old); len(c) > 0 {
 		return strings.Join(c, ", ") + " changed"
+	}
+	paths := OutputPaths(it)
+	if len(old.Outputs) != len(paths) {
+		return "its fingerprint does not record its outputs (written by an older version)"
+	}
+	for i, p := range paths {
+		if IdentifyFile(p) != old.Outputs[i] {
+			return fmt.Sprintf("%s was rewritten after this job made it (its size or time differs from the fingerprint's)", p)
+		}
 	}
 	return ""
 }

@@ -61,7 +61,14 @@ func TestFingerprintChanges(t *testing.T) {
 	if p != filepath.Join(dir, ".a.wav.fp") || !IsFingerprintName(filepath.Base(p)) || IsFingerprintName("a.fp") {
 		t.Fatalf("path %s", p)
 	}
-	os.WriteFile(p, base.Encode(), 0o644)
+	it.OutputText = filepath.Join(dir, "a.json")
+	os.WriteFile(it.OutputWAV, []byte("RIFF audio"), 0o644)
+	os.WriteFile(it.OutputText, []byte(`["hi"]`), 0o644)
+	os.WriteFile(p, base.Encode(), 0o644) // without its outputs (an older version's)
+	if why := Stale(it, &base); !strings.Contains(why, "does not record its outputs") {
+		t.Fatalf("fingerprint without outputs: %q", why)
+	}
+	os.WriteFile(p, base.WithOutputs(it).Encode(), 0o644)
 	if why := Stale(it, &base); why != "" {
 		t.Fatalf("same fingerprint: %q", why)
 	}
@@ -70,6 +77,21 @@ func TestFingerprintChanges(t *testing.T) {
 	if why := Stale(it, &f); why != "seed, greedy changed" {
 		t.Fatalf("changed: %q", why)
 	}
+	// The transcript rewritten since (the main command, another run, a
+	// user), same size: its time tells.
+	os.WriteFile(it.OutputText, []byte(`["ho"]`), 0o644)
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(it.OutputText, later, later)
+	if why := Stale(it, &base); !strings.Contains(why, "a.json was rewritten after this job made it") {
+		t.Fatalf("rewritten transcript: %q", why)
+	}
+	// An output_mix asked for now but not when the outputs were made.
+	it.OutputMix = filepath.Join(dir, "a.mix.wav")
+	os.WriteFile(p, base.WithOutputs(&Item{OutputWAV: it.OutputWAV, OutputText: it.OutputText}).Encode(), 0o644)
+	if why := Stale(it, &base); why == "" {
+		t.Fatal("a mix missing from the fingerprint's outputs passed")
+	}
+	it.OutputMix = ""
 	// Not ours: garbage, unknown fields, too long, a named pipe (no hang).
 	for name, data := range map[string]string{"garbage": "{", "unknown field": `{"colour": 1}`, "long": strings.Repeat(" ", maxFingerprint+1) + "{}"} {
 		os.WriteFile(p, []byte(data), 0o644)

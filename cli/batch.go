@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,7 +53,7 @@ func batchFlags() []ucli.Flag {
 	}
 	return append(f,
 		&ucli.StringFlag{Name: "manifest", Usage: "JSONL file: one item a line (keys: " + strings.Join(batchjob.FieldNames(), ", ") + "); relative paths are relative to its folder"},
-		&ucli.StringFlag{Name: "input-dir", Usage: "run every .wav file of this folder (instead of --manifest)"},
+		&ucli.StringFlag{Name: "input-dir", Usage: "run every .wav file of this folder (one that is not audio fails as an item) and every other file whose content is audio the reader takes (FLAC, MP3, Ogg, …; instead of --manifest)"},
 		&ucli.StringFlag{Name: "output-dir", Usage: "outputs of --input-dir: <dir>/<relative path>.wav (.flac with --output-format flac) and .json (with --manifest: for lines without output_wav / output_text)"},
 		&ucli.BoolFlag{Name: "recursive", Usage: "with --input-dir: subfolders too"},
 		&ucli.IntFlag{Name: "batch-size", Usage: "conversations run in lockstep (default: what the free memory holds, said in the log)"},
@@ -145,11 +147,8 @@ func runBatch(c *ucli.Context) error {
 	} else if outDir == "" {
 		err = errors.New("--input-dir needs --output-dir")
 	} else {
-		// By content: every file the reader takes (natively or through
-		// ffmpeg), whatever its name; the others are listed as skipped.
 		var skipped []string
-		accept := func(head []byte) bool { return audio.Sniff(head) != "" }
-		items, skipped, err = batchjob.ListDirAccept(inDir, outDir, c.Bool("recursive"), def, accept)
+		items, skipped, err = listInputDir(inDir, outDir, c.Bool("recursive"), def)
 		if err == nil && len(skipped) > 0 {
 			log.Infof("--input-dir: skipping %s (not audio the reader takes)", batchjob.SkippedList(skipped, 5))
 		}
@@ -161,6 +160,14 @@ func runBatch(c *ucli.Context) error {
 	for _, f := range []string{"config", "moshi-weight", "mimi-weight", "tokenizer"} {
 		if p := c.String(f); p != "" {
 			ins["--"+f] = p
+		}
+	}
+	// Without --config the config.json beside the weights is read when it
+	// exists: an input too (beside the hub's weights, it is checked once
+	// they are found: run).
+	if c.String("config") == "" && c.String("moshi-weight") != "" {
+		if p := besideConfig(c.String("moshi-weight")); fileExists(p) {
+			ins["the config beside --moshi-weight"] = p
 		}
 	}
 	shard, err := batchjob.FindShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
@@ -209,6 +216,80 @@ func runBatch(c *ucli.Context) error {
 	b := &batchRun{c: c, log: log, manifest: manifest, items: mine, report: batchjob.NewReport(mine), reportPath: reportPath}
 	b.report.Manifest, b.report.InputDir, b.report.Shard, b.report.ShardSource = manifest, inDir, shard.String(), shard.Source
 	return b.run()
+}
+
+// listInputDir lists --input-dir's items: every file whose content the
+// reader takes (natively or through ffmpeg: audio.Sniff) and every .wav
+// (.wave) file that is no audio (empty, truncated, random bytes,
+// unreadable), sorted by path. Such a .wav file is an item that fails
+// alone, in the report, as a manifest's bad input_wav does: README
+// promises every .wav file is run. The other files are skipped. Two
+// listings (batchjob.ListDirAccept by content, then by name), because
+// accept sees a file's first bytes, never its name, and is not asked
+// about an empty file.
+func listInputDir(inDir, outDir string, recursive bool, def batchjob.Settings) (items []*batchjob.Item, skipped []string, err error) {
+	sniffed := func(head []byte) bool { return audio.Sniff(head) != "" }
+	byContent, notAudio, contentErr := batchjob.ListDirAccept(inDir, outDir, recursive, def, sniffed)
+	byName, notNamed, nameErr := batchjob.ListDirAccept(inDir, outDir, recursive, def, nil)
+	// Both listings fail on a bad folder or flag, and on a folder of more
+	// files than a job takes; one alone fails when it finds no file: none
+	// that sniffs as audio (by content), no .wav file (by name).
+	tooMany := func(its []*batchjob.Item, other []string) bool { return len(its)+len(other) >= batchjob.MaxItems }
+	switch {
+	case contentErr != nil && (nameErr != nil || tooMany(byName, notNamed)):
+		return nil, nil, contentErr // it lists what it skipped
+	case nameErr != nil && tooMany(byContent, notAudio):
+		return nil, nil, nameErr
+	case contentErr != nil:
+		return byName, notNamed, nil // .wav files only, none of them audio: they run, and fail
+	}
+	items = byContent
+	listed := map[string]bool{}
+	for _, it := range byContent {
+		listed[it.InputWAV] = true
+	}
+	// A .wav file the listing by content left out is an item when it is no
+	// audio; one that is audio was left out for a reason of the listing's
+	// own (an earlier run's output), which stands.
+	for _, it := range byName {
+		if !listed[it.InputWAV] && !sniffsAudio(it.InputWAV) {
+			listed[it.InputWAV] = true
+			items = append(items, it)
+		}
+	}
+	if len(items) > batchjob.MaxItems {
+		return nil, nil, fmt.Errorf("--input-dir %s: more than %d audio files", inDir, batchjob.MaxItems)
+	}
+	// Sorted by path as each listing is, and numbered again: an item's
+	// index is what --shard takes.
+	sort.Slice(items, func(i, j int) bool { return items[i].InputWAV < items[j].InputWAV })
+	for i, it := range items {
+		it.Index = i
+	}
+	for _, r := range notAudio {
+		if !listed[filepath.Join(inDir, r)] {
+			skipped = append(skipped, r)
+		}
+	}
+	return items, skipped, nil
+}
+
+// sniffsAudio: the file's first bytes are audio the reader takes (a file
+// that cannot be read is not). Opened without blocking and not registered
+// as an input: a file it finds to be audio is left out of the job (an
+// earlier run's output, which this run may write again).
+func sniffsAudio(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	head := make([]byte, batchjob.HeadLen)
+	n, _ := io.ReadFull(f, head)
+	return n > 0 && audio.Sniff(head[:n]) != ""
 }
 
 // batchRun is one `pp-offline batch` job after its checks.
@@ -354,7 +435,7 @@ func (b *batchRun) run() error {
 		opts.PromptCache = -1 // none: job.Options' 0 is the default
 	}
 	// The model files may come from the hub's cache: known only now.
-	fileio.AddInputs(opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config"))
+	fileio.AddInputs(opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, configFile(c, opts.MoshiWeight))
 
 	queue, skipped := b.queue(opts, voiceDir, complete)
 	if len(queue) == 0 {
@@ -507,16 +588,26 @@ func (b *batchRun) done(r job.ItemResult) {
 			lock, err = fileio.LockOutputs(paths...)
 		}
 		if err == nil {
-			// The old fingerprint goes first and the new one is renamed
-			// last: a fingerprint on disk always describes the outputs
-			// beside it (a kill in between leaves none: redone).
+			// The old fingerprint goes first and the new one is written
+			// last, with the outputs' sizes and times as they landed: a
+			// fingerprint on disk always describes the outputs beside it
+			// (a kill in between leaves none: redone), and outputs that
+			// anything rewrites later are redone too (batchjob.Stale).
 			if err = fileio.CheckTarget(fpPath); err == nil {
 				if rerr := os.Remove(fpPath); rerr != nil && !os.IsNotExist(rerr) {
 					err = fmt.Errorf("%s: %v", fpPath, fileio.PathErr(rerr))
 				}
 			}
 			if err == nil {
-				err = fileio.WriteAllAtomic(append(files, fileio.File{Path: fpPath, Data: b.fps[i].Encode()})...)
+				err = fileio.WriteAllAtomic(files...)
+			}
+			if err == nil {
+				if err = fileio.WriteAllAtomic(fileio.File{Path: fpPath, Data: b.fps[i].WithOutputs(it).Encode()}); err != nil {
+					// A failed item leaves nothing of itself (a full disk).
+					for _, f := range files {
+						os.Remove(f.Path)
+					}
+				}
 			}
 			lock.Unlock()
 		}

@@ -28,7 +28,7 @@ func runQuantize(c *ucli.Context) error {
 	if err := checkWeightsFlag("format", c.String("format")); err != nil {
 		return err
 	}
-	if err := checkReadable(c.String("moshi-weight")); err != nil {
+	if err := checkReadable(c.String("moshi-weight"), "the checkpoint"); err != nil {
 		return err
 	}
 	// Never over the checkpoint it reads (another path or a link to it

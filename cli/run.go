@@ -301,10 +301,10 @@ func runMain(c *ucli.Context) error {
 			return err
 		}
 	}
-	if filepath.Clean(c.String("output-wav")) == filepath.Clean(c.String("output-text")) {
-		return fmt.Errorf("--output-wav and --output-text are the same file %s", c.String("output-wav"))
-	}
-	if err := checkReadable(c.String("input-wav")); err != nil {
+	// --output-wav and --output-text naming one file (however: a link,
+	// "..") is fileio.CheckOutputs' refusal below; a textual comparison
+	// here took out/link/../a.wav for out/a.wav.
+	if err := checkReadable(c.String("input-wav"), "the audio"); err != nil {
 		return err
 	}
 	// SIGINT/SIGTERM stop a download, or the run at the next frame; nothing is written.
@@ -329,7 +329,7 @@ func runMain(c *ucli.Context) error {
 	if m := c.String("output-mix"); m != "" {
 		outputs = append(outputs, m)
 	}
-	inputs := []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}
+	inputs := []string{opts.InputWAV, opts.VoicePrompt, opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, configFile(c, opts.MoshiWeight)}
 	if p := c.String("text-prompt-file"); p != "" {
 		inputs = append(inputs, p)
 	}
@@ -442,7 +442,7 @@ const maxTextPromptFile = 1 << 20
 // 1 MiB of UTF-8 text; one final newline (\n or \r\n) is dropped, as an
 // editor adds it.
 func readTextPrompt(path string) (string, error) {
-	if err := checkReadable(path); err != nil {
+	if err := checkReadable(path, "the text prompt"); err != nil {
 		return "", err
 	}
 	f, err := os.Open(path)
@@ -541,17 +541,44 @@ func resolveConfig(path, moshiWeight string, log *logger) (*config.Config, error
 		log.Infof("config: %s", path)
 		return cfg, nil
 	}
-	beside := filepath.Join(filepath.Dir(moshiWeight), "config.json")
-	if data, err := os.ReadFile(beside); err == nil {
-		if cfg, err := config.Parse(data); err == nil && isFlatSchema(data) {
-			log.Infof("config: %s (beside the weights)", beside)
-			return cfg, nil
-		}
-		log.Infof("config: built-in PersonaPlex 7B (%s is not a flat model config)", beside)
+	beside := besideConfig(moshiWeight)
+	// Read as --config is (bounded, never blocking on a pipe, a regular
+	// file only) and registered as an input of the run: no output may
+	// replace it. Only its absence means the built-in config; anything
+	// else there that cannot be read is an error, not a silent default.
+	data, err := fileio.ReadFileLimit(beside, config.MaxFileBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		log.Infof("config: built-in PersonaPlex 7B")
 		return config.Default(), nil
 	}
-	log.Infof("config: built-in PersonaPlex 7B")
+	if err != nil {
+		return nil, fmt.Errorf("%v (the config beside the weights, read without --config)", err)
+	}
+	if cfg, err := config.Parse(data); err == nil && isFlatSchema(data) {
+		log.Infof("config: %s (beside the weights)", beside)
+		return cfg, nil
+	}
+	log.Infof("config: built-in PersonaPlex 7B (%s is not a flat model config)", beside)
 	return config.Default(), nil
+}
+
+// besideConfig is the config.json beside the LM weights, the config read
+// when --config is not given (resolveConfig).
+func besideConfig(moshiWeight string) string {
+	return filepath.Join(filepath.Dir(moshiWeight), configName)
+}
+
+// configFile is the config file a model command may read: --config, else
+// the one beside moshiWeight ("" when that is not known yet). It is an
+// input of the run: no output may be it.
+func configFile(c *ucli.Context, moshiWeight string) string {
+	if p := c.String("config"); p != "" {
+		return p
+	}
+	if moshiWeight == "" {
+		return ""
+	}
+	return besideConfig(moshiWeight)
 }
 
 // isFlatSchema tells a model config (flat schema with "dim") from other
@@ -652,10 +679,14 @@ func resolveVoice(c *ucli.Context, log *logger, repoVoices string) (string, erro
 	return p, nil
 }
 
-func checkReadable(path string) error {
+// checkReadable refuses, before anything loads, an input that cannot be
+// opened, a directory or a named pipe (its open would wait for a writer).
+// what names what the file holds ("the audio", "the text prompt"), for
+// the pipe's hint: a text prompt's error must not speak of audio.
+func checkReadable(path, what string) error {
 	// Stat first: opening a named pipe waits for a writer.
 	if st, err := os.Stat(path); err == nil && st.Mode()&os.ModeNamedPipe != 0 {
-		return fmt.Errorf("%s: is a pipe, not a file: write the audio to a file first", path)
+		return fmt.Errorf("%s: is a pipe, not a file: write %s to a file first", path, what)
 	}
 	f, err := os.Open(path)
 	if err != nil {

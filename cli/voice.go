@@ -58,7 +58,7 @@ func runVoice(c *ucli.Context) error {
 	if err := checkOutputPath(out); err != nil {
 		return err
 	}
-	if err := checkReadable(c.String("input-wav")); err != nil {
+	if err := checkReadable(c.String("input-wav"), "the audio"); err != nil {
 		return err
 	}
 	log := newLogger(c)
@@ -73,7 +73,7 @@ func runVoice(c *ucli.Context) error {
 	}
 	// The model files are known now (--hf-repo's cache): the output is
 	// none of them nor the sample (exit 2, before the model loads).
-	if err := checkOutputs([]string{out}, []string{c.String("input-wav"), opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, c.String("config")}); err != nil {
+	if err := checkOutputs([]string{out}, []string{c.String("input-wav"), opts.MoshiWeight, opts.MimiWeight, opts.Tokenizer, configFile(c, opts.MoshiWeight)}); err != nil {
 		return err
 	}
 	p, err := job.MakeVoice(opts, c.String("input-wav"))

@@ -299,7 +299,7 @@ func TestBadInputMatrix(t *testing.T) {
 			return main("--output-text", "$DIR/ro.json")(dir, out)
 		}, 2, "read-only", "ro.json"},
 		{"output folder missing", main("--output-wav", "$DIR/no/such/o.wav"), 2, "does not exist", "o.wav"},
-		{"outputs the same", main("--output-text", "$OUT/out.wav"), 1, "same file", "out.wav"},
+		{"outputs the same", main("--output-text", "$OUT/out.wav"), 2, "given as two outputs", "out.wav"},
 		{"output is a directory", main("--output-wav", dirInput), 2, "", "adir"},
 		{"outputs locked by another run", func(dir, out string) []string {
 			l, err := fileio.LockOutputs(filepath.Join(out, "out.wav"))

@@ -231,4 +231,12 @@ func TestBatchRerunRedoesOnOutputChanges(t *testing.T) {
 	if _, err := os.Stat(batchjob.FingerprintPath(wav)); err != nil {
 		t.Fatal(err)
 	}
+	step("unchanged again", "")
+	// The transcript rewritten by something else (the main command with
+	// other settings, a user): the fingerprint holds the outputs' sizes
+	// and times, so the rerun redoes the item instead of keeping it.
+	text := filepath.Join(j.dir, "out/a.json")
+	os.WriteFile(text, []byte("[]\n"), 0o644)
+	step("transcript rewritten", text+" was rewritten after this job made it (its size or time differs from the fingerprint's)")
+	step("rewritten and redone, unchanged", "")
 }
