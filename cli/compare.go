@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -309,14 +310,20 @@ func compareReadWAV(role, path string) ([][]float32, int, error) {
 	return clip.Channels, clip.SampleRate, nil
 }
 
-// compareReadText reads a transcript: a JSON list of strings.
+// maxTranscriptBytes bounds a transcript compare reads (a JSON list of a
+// few bytes a frame: an hour of audio is ~1.5 MB).
+const maxTranscriptBytes = 64 << 20
+
+// compareReadText reads a transcript: a JSON list of strings. It is read
+// as every input is (fileio.ReadFileLimit): bounded, a regular file only,
+// never waiting on a named pipe.
 func compareReadText(role, path string) ([]string, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFileLimit(path, maxTranscriptBytes)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, compareBadInput("compare: %s transcript %s does not exist", role, path)
 		}
-		return nil, compareBadInput("compare: cannot read %s transcript %s: %v", role, path, err)
+		return nil, compareBadInput("compare: cannot read %s transcript: %v", role, err)
 	}
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '[' {
 		return nil, compareBadInput("compare: %s transcript %s is not a JSON list of strings", role, path)

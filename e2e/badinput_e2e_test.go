@@ -339,6 +339,10 @@ func TestBadInputMatrix(t *testing.T) {
 		{"compare missing", func(dir, out string) []string {
 			return []string{"compare", "--reference", "$DIR/nope.wav", "--candidate", tiny + "input.wav"}
 		}, 2, "nope.wav", ""},
+		{"compare transcript fifo", func(dir, out string) []string {
+			return []string{"compare", "--reference", tiny + "input.wav", "--candidate", tiny + "input.wav",
+				"--reference-text", fifo, "--candidate-text", fifo}
+		}, 2, "is a pipe", "fifo.wav"},
 	}
 	cases = append(cases, guardCases(t, src, fifo, dirInput)...)
 	if len(cases) < 120 {
