@@ -439,13 +439,16 @@ func pathErr(err error) error {
 }
 
 // audioExts are the extensions --input-dir takes when it is given no
-// content check (ListDirAccept with accept nil).
-var audioExts = map[string]bool{".wav": true, ".wave": true}
+// content check (ListDirAccept with accept nil): the audio formats the
+// reader takes (natively or through ffmpeg), so that a file named as
+// audio is always an item, one that does not decode failing as one.
+var audioExts = map[string]bool{".wav": true, ".wave": true, ".flac": true, ".mp3": true, ".ogg": true, ".oga": true,
+	".opus": true, ".aif": true, ".aiff": true, ".aifc": true, ".m4a": true, ".caf": true, ".au": true, ".snd": true, ".wma": true}
 
 // HeadLen is how many leading bytes of a file ListDirAccept's accept gets.
 const HeadLen = 64
 
-// ListDir is ListDirAccept by extension (.wav, .wave), without the list of
+// ListDir is ListDirAccept by extension (audioExts), without the list of
 // skipped files.
 func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item, error) {
 	items, _, err := ListDirAccept(inputDir, outputDir, recursive, def, nil)

@@ -53,7 +53,7 @@ func batchFlags() []ucli.Flag {
 	}
 	return append(f,
 		&ucli.StringFlag{Name: "manifest", Usage: "JSONL file: one item a line (keys: " + strings.Join(batchjob.FieldNames(), ", ") + "); relative paths are relative to its folder"},
-		&ucli.StringFlag{Name: "input-dir", Usage: "run every .wav file of this folder (one that is not audio fails as an item) and every other file whose content is audio the reader takes (FLAC, MP3, Ogg, …; instead of --manifest)"},
+		&ucli.StringFlag{Name: "input-dir", Usage: "run every audio file of this folder: every file named as audio (.wav, .flac, .mp3, .ogg, …: one that does not decode fails as an item) and every other file whose content is audio the reader takes (instead of --manifest)"},
 		&ucli.StringFlag{Name: "output-dir", Usage: "outputs of --input-dir: <dir>/<relative path>.wav (.flac with --output-format flac) and .json (with --manifest: for lines without output_wav / output_text)"},
 		&ucli.BoolFlag{Name: "recursive", Usage: "with --input-dir: subfolders too"},
 		&ucli.IntFlag{Name: "batch-size", Usage: "conversations run in lockstep (default: what the free memory holds, said in the log)"},
@@ -219,11 +219,11 @@ func runBatch(c *ucli.Context) error {
 }
 
 // listInputDir lists --input-dir's items: every file whose content the
-// reader takes (natively or through ffmpeg: audio.Sniff) and every .wav
-// (.wave) file that is no audio (empty, truncated, random bytes,
-// unreadable), sorted by path. Such a .wav file is an item that fails
-// alone, in the report, as a manifest's bad input_wav does: README
-// promises every .wav file is run. The other files are skipped. Two
+// reader takes (natively or through ffmpeg: audio.Sniff) and every file
+// named as audio (.wav, .flac, …: batchjob's audioExts) that is no audio
+// (empty, truncated, random bytes, unreadable), sorted by path. Such a
+// file is an item that fails alone, in the report, as a manifest's bad
+// input_wav does: README promises every audio file is run. The other files are skipped. Two
 // listings (batchjob.ListDirAccept by content, then by name), because
 // accept sees a file's first bytes, never its name, and is not asked
 // about an empty file.

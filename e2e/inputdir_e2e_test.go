@@ -67,6 +67,7 @@ func TestBatchInputDirBadWAVsFail(t *testing.T) {
 	rand.New(rand.NewSource(1)).Read(noise)
 	os.WriteFile(filepath.Join(in, "bad.wav"), noise, 0o644)
 	os.WriteFile(filepath.Join(in, "empty.wav"), nil, 0o644)
+	os.WriteFile(filepath.Join(in, "cut.flac"), noise[:100], 0o644) // named as audio, no FLAC inside
 	os.WriteFile(filepath.Join(in, "notes.txt"), []byte("not audio"), 0o644)
 	_, stderr, code := run(t, batchArgs("--input-dir", in, "--output-dir", out, "--report", rep, "--greedy")...)
 	if code != 1 {
@@ -90,8 +91,8 @@ func TestBatchInputDirBadWAVsFail(t *testing.T) {
 			t.Errorf("%s: its failure is not logged:\n%s", name, stderr)
 		}
 	}
-	want := map[string]string{"bad.wav": "failed", "empty.wav": "failed", "good.wav": "ok"}
-	if fmt.Sprint(status) != fmt.Sprint(want) || r.Counts.OK != 1 || r.Counts.Failed != 2 {
+	want := map[string]string{"bad.wav": "failed", "cut.flac": "failed", "empty.wav": "failed", "good.wav": "ok"}
+	if fmt.Sprint(status) != fmt.Sprint(want) || r.Counts.OK != 1 || r.Counts.Failed != 3 {
 		t.Fatalf("report: %v %+v, want %v", status, r.Counts, want)
 	}
 }
