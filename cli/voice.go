@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -53,7 +52,7 @@ func runVoice(c *ucli.Context) error {
 	}
 	out := c.String("output")
 	if !strings.EqualFold(filepath.Ext(out), ".pt") {
-		return fmt.Errorf("%s: the output must be a .pt file (the extension tells voice files from audio)", out)
+		return usageErrorf("%s: the output must be a .pt file (the extension tells voice files from audio)", out)
 	}
 	if err := checkOutputPath(out); err != nil {
 		return err

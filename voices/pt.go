@@ -40,6 +40,7 @@ import (
 	"math/big"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/nlpodyssey/gopickle/pickle"
@@ -87,6 +88,14 @@ type Limits struct {
 // MaxRows bounds the embedding rows of any voice prompt: far above the
 // model's context (3000 steps), far below what a hostile file can declare.
 const MaxRows = 1 << 16
+
+// RunRowsFloor is the fewest voice-prompt steps a run may take whatever
+// its model's context (4096 steps: 5.5 minutes); RunRows is the bound.
+const RunRowsFloor = 4096
+
+// RunRows is the most voice-prompt steps a run of a model of this context
+// takes: the bound a voice file is loaded under and `voice` writes within.
+func RunRows(context int) int { return max(context, RunRowsFloor) }
 
 // LoadPT reads a voice prompt `.pt` file written by the reference (or by
 // SavePT). Tensors saved from a GPU (location "cuda:0") load as well.
@@ -679,7 +688,11 @@ func toPrompt(obj any, l Limits) (*Prompt, error) {
 	}
 	switch {
 	case s[0] > int64(maxRows):
-		return nil, fmt.Errorf("\"embeddings\" has %d rows (voice-prompt steps), more than the %d allowed (the model's context)", s[0], maxRows)
+		why := "the model's context or " + strconv.Itoa(RunRowsFloor) + " steps, whichever is more"
+		if maxRows == MaxRows {
+			why = "any voice prompt's bound"
+		}
+		return nil, fmt.Errorf("\"embeddings\" has %d rows (voice-prompt steps), more than the %d allowed (%s): make it from a shorter recording", s[0], maxRows, why)
 	case l.Dim > 0 && s[3] != int64(l.Dim):
 		return nil, fmt.Errorf("voice embeddings have dimension %d, the model's dim is %d", s[3], l.Dim)
 	case s[3] > 1<<16:

@@ -104,7 +104,7 @@ func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tok
 		// Bounded before anything is allocated: a voice prompt is at most
 		// the model's context of steps or 4096 (5.5 minutes), whichever is
 		// more (its width is checked against the loaded model, see start).
-		p, err := voices.LoadPTLimits(it.VoicePrompt, voices.Limits{MaxRows: max(cfg.Context, 4096), Finite: true})
+		p, err := voices.LoadPTLimits(it.VoicePrompt, voices.Limits{MaxRows: voices.RunRows(cfg.Context), Finite: true})
 		if err != nil {
 			return nil, err
 		}

@@ -37,6 +37,16 @@ func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A run loads a voice file of at most RunRows steps: a longer one is
+	// refused here, before its steps run, not written to fail every run.
+	limit := voices.RunRows(cfg.LM.Context)
+	tooLong := func(n int) error {
+		return fmt.Errorf("%s: the voice prompt is %d steps (%.1f s), more than the %d a run takes (the model's context or %d steps, whichever is more): use a shorter recording",
+			wavPath, n, float64(n)/cfg.Mimi.FrameRate, limit, voices.RunRowsFloor)
+	}
+	if len(frames) > limit+1 { // a step a frame, less at most one (the last partial frame's)
+		return nil, tooLong(len(frames))
+	}
 	gen := lm.NewGen(model, d.Backend(), lm.GenOptions{FrameRate: cfg.Mimi.FrameRate})
 	gen.Reset()
 	emb, cache, err := gen.StepVoicePromptCodesSaving(frames)
@@ -45,6 +55,9 @@ func MakeVoice(o Options, wavPath string) (*voices.Prompt, error) {
 	}
 	if len(emb) == 0 {
 		return nil, fmt.Errorf("%s: too short: no voice-prompt step reached the model", wavPath)
+	}
+	if len(emb) > limit {
+		return nil, tooLong(len(emb))
 	}
 	return &voices.Prompt{Embeddings: emb, Cache: cache}, nil
 }
