@@ -351,10 +351,15 @@ func compareCheckOutputs(c *ucli.Context, dirs bool, ins ...string) error {
 		return nil
 	}
 	fileio.AddInputs(ins...)
-	for _, o := range outs {
+	for i, o := range outs {
 		// The folder is checked when the file is written (after the table).
 		if err := fileio.CheckTarget(o); err != nil {
 			return compareBadInput("compare: %v", err)
+		}
+		for _, prev := range outs[:i] {
+			if fileio.SameOutput(prev, o) {
+				return compareBadInput("compare: %s and %s are the same file: give each report its own", prev, o)
+			}
 		}
 	}
 	if dirs {

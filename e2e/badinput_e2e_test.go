@@ -339,6 +339,10 @@ func TestBadInputMatrix(t *testing.T) {
 		{"compare missing", func(dir, out string) []string {
 			return []string{"compare", "--reference", "$DIR/nope.wav", "--candidate", tiny + "input.wav"}
 		}, 2, "nope.wav", ""},
+		{"compare reports the same file", func(dir, out string) []string {
+			return []string{"compare", "--reference", tiny + "input.wav", "--candidate", tiny + "input.wav",
+				"--report", filepath.Join(out, "r.out"), "--junit", filepath.Join(out, "r.out")}
+		}, 2, "are the same file", "r.out"},
 		{"compare transcript fifo", func(dir, out string) []string {
 			return []string{"compare", "--reference", tiny + "input.wav", "--candidate", tiny + "input.wav",
 				"--reference-text", fifo, "--candidate-text", fifo}

@@ -261,6 +261,14 @@ func CheckOutputs(outputs, inputs []string) error {
 	return nil
 }
 
+// SameOutput reports whether output paths a and b name one file, as
+// CheckOutputs compares them (existing or not, however named).
+func SameOutput(a, b string) bool {
+	sa, _ := checkTarget(a)
+	sb, _ := checkTarget(b)
+	return sameOutput(identify(a, sa), identify(b, sb))
+}
+
 // outputID is the file an output path names, as the system would open
 // it: an existing file by its device and inode (links and hard links to
 // it compare equal); a file not made yet by the device and inode of the
