@@ -55,6 +55,12 @@ func TestCacheDirAndTokenFromEnvironment(t *testing.T) {
 	if tok, _, _ := Token(); tok != "hf_path" {
 		t.Fatalf("HF_TOKEN_PATH: %q", tok)
 	}
+	// Expanded as huggingface_hub expands it: $VAR and ~.
+	t.Setenv("PP_TOKEN_DIR", filepath.Dir(other))
+	t.Setenv("HF_TOKEN_PATH", "$PP_TOKEN_DIR/tok")
+	if tok, _, _ := Token(); tok != "hf_path" {
+		t.Fatalf("HF_TOKEN_PATH with $VAR: %q", tok)
+	}
 	t.Setenv("HF_TOKEN", "hf_env")
 	if tok, src, _ := Token(); tok != "hf_env" || src != "HF_TOKEN" {
 		t.Fatalf("HF_TOKEN: %q %q", tok, src)

@@ -109,7 +109,8 @@ func Token() (token, source string, err error) {
 			return t, v, nil
 		}
 	}
-	path := os.Getenv("HF_TOKEN_PATH")
+	// Expanded as huggingface_hub expands it (~ and $VAR).
+	path := expandPath(os.Getenv("HF_TOKEN_PATH"))
 	if path == "" {
 		home, err := homeDir()
 		if err != nil {
@@ -391,7 +392,18 @@ type fileMeta struct {
 	Location string // where to GET the content (a CDN for LFS files)
 }
 
+// incompleteSuffix ends a blob being downloaded, as huggingface_hub names it.
+const incompleteSuffix = ".incomplete"
+
 var etagChars = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+
+// totalWord is a Content-Range total for a message ("unknown" for -1).
+func totalWord(n int64) string {
+	if n < 0 {
+		return "an unknown number of"
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func (c *Client) resolveURL(repo, revision, name string) string {
 	segs := strings.Split(name, "/")
@@ -466,7 +478,9 @@ func (c *Client) headOnce(ctx context.Context, repo, revision, name string) (fil
 		if !commitHash.MatchString(m.Commit) {
 			return fileMeta{}, fmt.Errorf("%s: %s sent no commit hash (X-Repo-Commit %q): is HF_ENDPOINT a Hugging Face hub?", name, c.Endpoint, m.Commit)
 		}
-		if !etagChars.MatchString(m.Etag) {
+		if !etagChars.MatchString(m.Etag) || strings.HasSuffix(m.Etag, incompleteSuffix) {
+			// The ETag names the blob: one ending as a partial download's
+			// file would link that file, half written, as complete.
 			return fileMeta{}, fmt.Errorf("%s: %s sent no usable ETag (%q)", name, c.Endpoint, m.Etag)
 		}
 		return m, nil
@@ -818,7 +832,7 @@ var errUnverifiable = errors.New("unverifiable")
 // refused and discarded. A declared size beyond the free space is refused
 // before any byte is fetched.
 func (c *Client) download(ctx context.Context, name, blob string, m fileMeta) error {
-	inc := blob + ".incomplete"
+	inc := blob + incompleteSuffix
 	f, err := os.OpenFile(inc, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("%s: %v", inc, fileio.PathErr(err))
@@ -1053,10 +1067,11 @@ func (d *transfer) request(ctx context.Context) (again bool, err error) {
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 		if start, ok := rangeStart(cr); !ok || start != d.off {
+			msg := fmt.Errorf("%s: the server sent the wrong range (%q for offset %d)", d.name, cr, d.off) // before restart zeroes d.off
 			if err := d.restart(); err != nil {
 				return false, err
 			}
-			return false, &retryable{fmt.Errorf("%s: the server sent the wrong range (%q for offset %d)", d.name, cr, d.off)}
+			return false, &retryable{msg}
 		}
 		if err := d.learnSize(rangeTotal(cr)); err != nil {
 			return false, err
@@ -1090,10 +1105,11 @@ func (d *transfer) request(ctx context.Context) (again bool, err error) {
 		case probing && total < 0:
 			return false, d.unverifiable(fmt.Sprintf("a Range request from its end was answered 416 without the total (%q)", cr))
 		}
+		msg := fmt.Errorf("%s: the server refused to resume at offset %d (it says the file has %s bytes; %d were expected)", d.name, d.off, totalWord(total), d.size)
 		if err := d.restart(); err != nil {
 			return false, err
 		}
-		return false, &retryable{fmt.Errorf("%s: the server refused to resume at offset %d", d.name, d.off)}
+		return false, &retryable{msg}
 	default:
 		return false, d.c.statusError(resp, "", "", d.name)
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -349,5 +351,34 @@ func TestStalledTransferResumes(t *testing.T) {
 	}
 	if !resumed {
 		t.Fatalf("no resume at the stall: %+v", s.Requests())
+	}
+}
+
+// An ETag names its blob: one that ends as a partial download's file
+// (<name>.incomplete) is refused, so a hub or mirror sending it cannot get
+// a half-written file linked into snapshots/ as complete.
+func TestIncompleteETagRefused(t *testing.T) {
+	etag := strings.Repeat("ab", 32) + ".incomplete"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Repo-Commit", strings.Repeat("c", 40))
+		w.Header().Set("X-Linked-Etag", `"`+etag+`"`)
+		w.Header().Set("X-Linked-Size", "1000")
+		w.Header().Set("Content-Length", "1000")
+		if r.Method == http.MethodGet {
+			w.Write(make([]byte, 1000))
+		}
+	}))
+	defer srv.Close()
+	cache := Cache{Dir: t.TempDir()}
+	blobs := filepath.Join(cache.RepoDir(repo), "blobs")
+	os.MkdirAll(blobs, 0o755)
+	os.WriteFile(filepath.Join(blobs, etag), make([]byte, 1000), 0o644) // another download's partial file
+	c := &Client{Endpoint: srv.URL, Retries: 1, Backoff: time.Microsecond}
+	_, err := c.Fetch(context.Background(), cache, repo, "main", []File{{Name: "tokenizer.model"}})
+	if err == nil || !strings.Contains(err.Error(), "sent no usable ETag") {
+		t.Fatalf("got %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(cache.RepoDir(repo), "snapshots", "*", "*")); len(m) != 0 {
+		t.Fatalf("linked: %v", m)
 	}
 }
