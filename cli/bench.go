@@ -42,21 +42,32 @@ func init() {
 	})
 }
 
+// maxMemoryMiB bounds bench's --memory-mib (1 TiB) and, in bytes, the
+// --measure-bytes of tune and plan: the buffers of the memory-bandwidth
+// measurements. Then the memory available says whether it fits.
+const maxMemoryMiB = 1 << 20
+
 func runBench(c *ucli.Context) error {
-	cfg := config.Default()
-	if p := c.String("config"); p != "" {
-		var err error
-		if cfg, err = config.Load(p); err != nil {
-			return err
-		}
+	if c.NArg() > 0 {
+		return unexpectedArgs(c, "bench")
 	}
-	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 || c.Int("memory-mib") <= 0 || c.Int("kv-fill") < 0 || c.Int("batch-size") <= 0 {
-		return fmt.Errorf("--frames, --batch-size and --memory-mib must be positive, --warmup, --threads and --kv-fill not negative")
-	}
-	// Bounded before they size anything (the sums below cannot overflow;
-	// the memory estimate then says whether the rest fits).
-	const maxPositions, maxMemoryMiB = 1 << 20, 1 << 20
+	// Bounded before they size anything, and before the config is read
+	// (the sums below cannot overflow; the memory estimate then says
+	// whether the rest fits). Every bad value is a usage error: exit 2.
+	const maxPositions = 1 << 20
 	switch {
+	case c.Int("frames") < 1:
+		return usageErrorf("--frames must be from 1 to %d, not %d", maxPositions, c.Int("frames"))
+	case c.Int("warmup") < 0:
+		return usageErrorf("--warmup must be from 0 to %d, not %d", maxPositions, c.Int("warmup"))
+	case c.Int("kv-fill") < 0:
+		return usageErrorf("--kv-fill must be from 0 to %d, not %d", maxPositions, c.Int("kv-fill"))
+	case c.Int("batch-size") < 1:
+		return usageErrorf("--batch-size must be from 1 to %d, not %d", batchjob.MaxBatchFlag, c.Int("batch-size"))
+	case c.Int("memory-mib") < 1:
+		return usageErrorf("--memory-mib must be from 1 to %d (1 TiB), not %d", maxMemoryMiB, c.Int("memory-mib"))
+	case c.Int("threads") < 0:
+		return usageErrorf("--threads must be from 0 (all cores) to %d, not %d", maxThreads, c.Int("threads"))
 	case c.Int("frames") > maxPositions || c.Int("warmup") > maxPositions || c.Int("kv-fill") > maxPositions ||
 		c.Int("frames")+c.Int("warmup")+c.Int("kv-fill") > maxPositions:
 		return usageErrorf("--frames + --warmup + --kv-fill must be at most %d positions (the longest context a config may have), not %d + %d + %d", maxPositions, c.Int("frames"), c.Int("warmup"), c.Int("kv-fill"))
@@ -66,6 +77,13 @@ func runBench(c *ucli.Context) error {
 		return usageErrorf("--memory-mib must be from 1 to %d (1 TiB), not %d", maxMemoryMiB, c.Int("memory-mib"))
 	case c.Int("threads") > maxThreads:
 		return usageErrorf("--threads must be at most %d, not %d", maxThreads, c.Int("threads"))
+	}
+	cfg := config.Default()
+	if p := c.String("config"); p != "" {
+		var err error
+		if cfg, err = config.Load(p); err != nil {
+			return err
+		}
 	}
 	if err := checkWeightsFlag("weights", c.String("weights")); err != nil {
 		return err

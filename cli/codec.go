@@ -19,9 +19,6 @@ import (
 func init() {
 	configFlag := &ucli.StringFlag{Name: "config", Usage: "model config.json with a \"mimi\" object (default: the real Mimi)"}
 	weightFlag := &ucli.StringFlag{Name: "mimi-weight", Usage: "Mimi checkpoint (.safetensors), required"}
-	usageErr := func(name string) ucli.OnUsageErrorFunc {
-		return func(_ *ucli.Context, err error, _ bool) error { return fmt.Errorf("codec %s: %w", name, err) }
-	}
 	register(&ucli.Command{
 		Name:  "codec",
 		Usage: "encode a WAV to Mimi codes or decode codes to a WAV (streaming, frame by frame)",
@@ -34,7 +31,6 @@ func init() {
 				Usage: "encode a WAV (first channel, resampled to 24 kHz) to codes",
 				Description: "Writes a safetensors file with one I64 tensor \"codes\" of shape\n" +
 					"[1, num_codebooks, frames], the codes mimi.encode gives frame by frame.",
-				OnUsageError: usageErr("encode"),
 				Flags: []ucli.Flag{configFlag, weightFlag,
 					&ucli.StringFlag{Name: "input-wav", Usage: "input WAV file, required"},
 					&ucli.StringFlag{Name: "output", Usage: "output codes file (.safetensors), required"},
@@ -46,7 +42,6 @@ func init() {
 				Usage: "decode codes to a 16-bit PCM WAV",
 				Description: "Reads the I64 tensor \"codes\" [1, num_codebooks, frames] (as codec encode writes\n" +
 					"it) and writes frames × 1920 samples (untrimmed), 16-bit PCM at 24 kHz.",
-				OnUsageError: usageErr("decode"),
 				Flags: []ucli.Flag{configFlag, weightFlag,
 					&ucli.StringFlag{Name: "codes", Usage: "input codes file (.safetensors), required"},
 					&ucli.StringFlag{Name: "output-wav", Usage: "output WAV file, required"},
@@ -57,14 +52,29 @@ func init() {
 	})
 }
 
-// codecModel loads the Mimi configuration (--config or the real Mimi) and
-// checkpoint; required lists the other flags that must be given.
-func codecModel(c *ucli.Context, required ...string) (*mimi.Model, error) {
+// codecArgs checks the command line of codec cmd before anything is read:
+// no positional argument, and --mimi-weight and the required flags given,
+// every missing one named in one line (usage errors, exit 2).
+func codecArgs(c *ucli.Context, cmd string, required ...string) error {
+	if c.NArg() != 0 {
+		return unexpectedArgs(c, "codec "+cmd)
+	}
+	var missing []string
 	for _, f := range append([]string{"mimi-weight"}, required...) {
 		if c.String(f) == "" {
-			return nil, fmt.Errorf("--%s is required", f)
+			missing = append(missing, "--"+f)
 		}
 	}
+	if len(missing) > 0 {
+		// The hint names the subcommand (main's names the command).
+		return usageErrorf("%v (see %s codec %s --help)", missingFlags("codec "+cmd, missing), c.App.Name, cmd)
+	}
+	return nil
+}
+
+// codecModel loads the Mimi configuration (--config or the real Mimi) and
+// checkpoint.
+func codecModel(c *ucli.Context) (*mimi.Model, error) {
 	cfg := config.DefaultMimi()
 	if p := c.String("config"); p != "" {
 		full, err := config.Load(p)
@@ -83,13 +93,13 @@ func codecModel(c *ucli.Context, required ...string) (*mimi.Model, error) {
 }
 
 func runCodecEncode(c *ucli.Context) error {
-	if c.NArg() != 0 {
-		return fmt.Errorf("codec encode: unexpected argument %q", c.Args().First())
+	if err := codecArgs(c, "encode", "input-wav", "output"); err != nil {
+		return err
 	}
 	if err := codecOutputs(c, "encode", "output", "input-wav"); err != nil {
 		return err
 	}
-	m, err := codecModel(c, "input-wav", "output")
+	m, err := codecModel(c)
 	if err != nil {
 		return fmt.Errorf("codec encode: %w", err)
 	}
@@ -97,6 +107,9 @@ func runCodecEncode(c *ucli.Context) error {
 	in, out := c.String("input-wav"), c.String("output")
 	pcm, err := audio.LoadMono(in, m.Cfg.SampleRate)
 	if err != nil {
+		return fmt.Errorf("codec encode: %w", err)
+	}
+	if err := usableAudio(in, pcm, m.Cfg.SampleRate); err != nil {
 		return fmt.Errorf("codec encode: %w", err)
 	}
 	codes := encodeCodes(m, pcm)
@@ -109,6 +122,17 @@ func runCodecEncode(c *ucli.Context) error {
 		return fmt.Errorf("codec encode: %s: %w", out, fileio.PathErr(err))
 	}
 	return nil
+}
+
+// usableAudio refuses an input the main command refuses, with its
+// messages: no samples, or a NaN or infinite one (a float WAV can hold
+// them), which the codec would turn into codes with no error. Bad input:
+// exit 1, one line naming the file.
+func usableAudio(path string, x []float32, rate int) error {
+	if len(x) == 0 {
+		return fmt.Errorf("%s: no audio samples", path)
+	}
+	return job.FiniteAudio(path, x, rate)
 }
 
 // encodeCodes encodes pcm in frames (the last frame zero-padded, as
@@ -137,13 +161,13 @@ func encodeCodes(m *mimi.Model, pcm []float32) *weights.Tensor {
 }
 
 func runCodecDecode(c *ucli.Context) error {
-	if c.NArg() != 0 {
-		return fmt.Errorf("codec decode: unexpected argument %q", c.Args().First())
+	if err := codecArgs(c, "decode", "codes", "output-wav"); err != nil {
+		return err
 	}
 	if err := codecOutputs(c, "decode", "output-wav", "codes"); err != nil {
 		return err
 	}
-	m, err := codecModel(c, "codes", "output-wav")
+	m, err := codecModel(c)
 	if err != nil {
 		return fmt.Errorf("codec decode: %w", err)
 	}
@@ -235,9 +259,6 @@ func codecOutputs(c *ucli.Context, cmd, out string, ins ...string) error {
 				return fmt.Errorf("codec %s: %w", cmd, err)
 			}
 		}
-	}
-	if c.String(out) == "" {
-		return nil // codecModel names the missing flag
 	}
 	if err := fileio.CheckOutputs([]string{c.String(out)}, paths); err != nil {
 		return usageErrorf("codec %s: %v", cmd, err)

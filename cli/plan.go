@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pp-offline/pp-offline/batchjob"
 	"github.com/pp-offline/pp-offline/infer/config"
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/weights"
@@ -30,7 +31,6 @@ func init() {
 			"no weights and no GPU. Sizes take B, KiB, MiB, GiB, TiB (1024-based) or KB, MB, GB, TB\n" +
 			"(1000-based); bandwidths are GB/s (10^9 bytes/s). See docs/OFFLOAD.md.",
 		HideHelpCommand: true,
-		OnUsageError:    func(_ *ucli.Context, err error, _ bool) error { return fmt.Errorf("plan: %w", err) },
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "config", DefaultText: "the built-in PersonaPlex 7B", Usage: "model config JSON"},
 			&ucli.StringFlag{Name: "gpu-memory", Usage: "device memory the plan may use, e.g. 8GiB (required)"},
@@ -58,7 +58,7 @@ func init() {
 
 func runPlan(c *ucli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("plan: unexpected argument %q", c.Args().First())
+		return unexpectedArgs(c, "plan")
 	}
 	out, err := makePlan(c)
 	if err != nil {
@@ -86,7 +86,52 @@ type planOutput struct {
 	base       *offload.Baseline
 }
 
+// maxTimeline bounds --timeline: the schedule is built and printed whole
+// (10000 frames of the 7B are some 570000 lines, 250 MiB of memory).
+const maxTimeline = 10000
+
+// planFigureFlags are plan's machine figures and their units.
+var planFigureFlags = [][2]string{{"gpu-bandwidth", "GB/s"}, {"gpu-tflops", "TFLOP/s"}, {"h2d-bandwidth", "GB/s"},
+	{"h2d-pageable-bandwidth", "GB/s"}, {"cpu-bandwidth", "GB/s"}, {"cpu-tflops", "TFLOP/s"}}
+
+// planFlags checks plan's numeric flags before the config is read: every
+// bad value is a usage error (exit 2).
+func planFlags(c *ucli.Context) error {
+	if !c.IsSet("gpu-memory") {
+		return missingFlags("", []string{"--gpu-memory"})
+	}
+	const maxPositions = 1 << 20 // the longest context a config may have
+	switch {
+	case c.Int("batch") < 1 || c.Int("batch") > batchjob.MaxBatchFlag:
+		return usageErrorf("--batch must be from 1 to %d, not %d", batchjob.MaxBatchFlag, c.Int("batch"))
+	case c.Int("prefill") < 0 || c.Int("prefill") > maxPositions:
+		return usageErrorf("--prefill must be from 0 (decode) to %d positions, not %d", maxPositions, c.Int("prefill"))
+	case c.Int("positions") < 0 || c.Int("positions") > maxPositions:
+		return usageErrorf("--positions must be from 0 (the context) to %d, not %d", maxPositions, c.Int("positions"))
+	case c.IsSet("dep-steps") && c.Int("dep-steps") < 0:
+		return usageErrorf("--dep-steps must be from 0 to the config's dep_q, not %d", c.Int("dep-steps"))
+	case c.Int("timeline") < 0 || c.Int("timeline") > maxTimeline:
+		return usageErrorf("--timeline must be from 0 (none) to %d frames, not %d", maxTimeline, c.Int("timeline"))
+	}
+	for _, f := range planFigureFlags {
+		if c.IsSet(f[0]) {
+			if err := positiveFigure(c, f[0], f[1]); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Bool("measure-cpu") {
+		if _, err := measureBytes(c, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func makePlan(c *ucli.Context) (*planOutput, error) {
+	if err := planFlags(c); err != nil {
+		return nil, err
+	}
 	out := &planOutput{configName: "built-in PersonaPlex 7B"}
 	cfg := config.Default()
 	if path := c.String("config"); path != "" {
@@ -95,9 +140,6 @@ func makePlan(c *ucli.Context) (*planOutput, error) {
 			return nil, err
 		}
 		out.configName = path
-	}
-	if !c.IsSet("gpu-memory") {
-		return nil, fmt.Errorf("--gpu-memory is required (e.g. --gpu-memory 8GiB)")
 	}
 	size := func(flag string) (int64, error) {
 		n, err := offload.ParseSize(c.String(flag))
@@ -116,7 +158,7 @@ func makePlan(c *ucli.Context) (*planOutput, error) {
 			return nil, err
 		}
 		if host == 0 {
-			return nil, fmt.Errorf("--host-memory: 0 leaves no room for the embedding tables (omit the flag for no limit)")
+			return nil, usageErrorf("--host-memory: 0 leaves no room for the embedding tables (omit the flag for no limit)")
 		}
 	}
 	workspace, err := size("workspace")
@@ -125,7 +167,9 @@ func makePlan(c *ucli.Context) (*planOutput, error) {
 	}
 	depSteps := offload.DefaultDepSteps(&cfg.LM)
 	if c.IsSet("dep-steps") {
-		depSteps = c.Int("dep-steps")
+		if depSteps = c.Int("dep-steps"); depSteps > cfg.LM.DepQ {
+			return nil, usageErrorf("--dep-steps must be from 0 to the config's dep_q %d, not %d", cfg.LM.DepQ, depSteps)
+		}
 	}
 	var stored weights.DType
 	if f := c.String("weights"); f != "" && f != "bf16" {
@@ -153,9 +197,9 @@ func makePlan(c *ucli.Context) (*planOutput, error) {
 	declare("cpu-tflops", &fig.CPUCompute)
 	if c.Bool("measure-cpu") {
 		if c.IsSet("cpu-bandwidth") {
-			return nil, fmt.Errorf("--measure-cpu and --cpu-bandwidth both set the CPU bandwidth: choose one")
+			return nil, usageErrorf("--measure-cpu and --cpu-bandwidth both set the CPU bandwidth: choose one")
 		}
-		n, err := size("measure-bytes")
+		n, err := measureBytes(c, true)
 		if err != nil {
 			return nil, err
 		}

@@ -169,15 +169,15 @@ func TestPlanErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{nil, "--gpu-memory is required"},
+		{nil, "plan: missing required flag --gpu-memory"},
 		{[]string{"--gpu-memory", "8G"}, "ambiguous: write 8GiB"},
 		{[]string{"--gpu-memory", "lots"}, "--gpu-memory"},
 		{[]string{"--gpu-memory", "8GiB", "--host-memory", "1GiB"}, "no placement fits"},
 		{[]string{"--gpu-memory", "8GiB", "--host-memory", "0"}, "--host-memory: 0"},
-		{[]string{"--gpu-memory", "8GiB", "--gpu-bandwidth", "-1"}, "gpu_bandwidth must be a positive number"},
-		{[]string{"--gpu-memory", "8GiB", "--h2d-bandwidth", "0"}, "h2d_bandwidth must be a positive number"},
-		{[]string{"--gpu-memory", "8GiB", "--dep-steps", "17"}, "depformer steps per frame 17"},
-		{[]string{"--gpu-memory", "8GiB", "--batch", "0"}, "batch must be at least 1"},
+		{[]string{"--gpu-memory", "8GiB", "--gpu-bandwidth", "-1"}, "--gpu-bandwidth must be a positive number"},
+		{[]string{"--gpu-memory", "8GiB", "--h2d-bandwidth", "0"}, "--h2d-bandwidth must be a positive number"},
+		{[]string{"--gpu-memory", "8GiB", "--dep-steps", "17"}, "--dep-steps must be from 0 to the config's dep_q 16, not 17"},
+		{[]string{"--gpu-memory", "8GiB", "--batch", "0"}, "--batch must be from 1 to 4096, not 0"},
 		{[]string{"--gpu-memory", "8GiB", "--config", "testdata/nope.json"}, "testdata/nope.json"},
 		{[]string{"--gpu-memory", "8GiB", "--measure-cpu", "--cpu-bandwidth", "9"}, "choose one"},
 		{[]string{"--gpu-memory", "8GiB", "extra"}, "unexpected argument"},

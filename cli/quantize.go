@@ -14,9 +14,9 @@ func init() {
 		Usage:     "write a quantized copy of an LM checkpoint (q8_0 or q4_k blocks), which the main job maps directly",
 		UsageText: "pp-offline quantize --moshi-weight model.safetensors --format q8_0|q4_k --output model-q8_0.safetensors",
 		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "moshi-weight", Usage: "the float LM checkpoint (.safetensors, bf16/f16/f32)", Required: true},
-			&ucli.StringFlag{Name: "format", Usage: "q8_0 (about half the bytes per frame) or q4_k (under a third); see docs/QUANTIZATION.md", Required: true},
-			&ucli.StringFlag{Name: "output", Usage: "quantized checkpoint to write (.safetensors)", Required: true},
+			&ucli.StringFlag{Name: "moshi-weight", Usage: "the float LM checkpoint (.safetensors, bf16/f16/f32), required"},
+			&ucli.StringFlag{Name: "format", Usage: "q8_0 (about half the bytes per frame) or q4_k (under a third); see docs/QUANTIZATION.md; required"},
+			&ucli.StringFlag{Name: "output", Usage: "quantized checkpoint to write (.safetensors), required"},
 			&ucli.IntFlag{Name: "threads", Usage: "CPU threads (default: all cores)"},
 			&ucli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "log errors only"},
 		},
@@ -25,6 +25,24 @@ func init() {
 }
 
 func runQuantize(c *ucli.Context) error {
+	// Usage errors first (exit 2, one line), before any file is read. The
+	// required flags are checked here rather than with Required, which
+	// makes urfave/cli print the whole help before the error.
+	if c.NArg() > 0 {
+		return unexpectedArgs(c, "quantize")
+	}
+	var missing []string
+	for _, n := range []string{"moshi-weight", "format", "output"} {
+		if c.String(n) == "" {
+			missing = append(missing, "--"+n)
+		}
+	}
+	if len(missing) > 0 {
+		return missingFlags("quantize", missing)
+	}
+	if t := c.Int("threads"); t < 0 || t > maxThreads {
+		return usageErrorf("--threads must be from 0 (all cores) to %d, not %d", maxThreads, t)
+	}
 	if err := checkWeightsFlag("format", c.String("format")); err != nil {
 		return err
 	}
@@ -35,9 +53,6 @@ func runQuantize(c *ucli.Context) error {
 	// included), a device, a FIFO or a read-only file: exit 2.
 	if err := checkOutputs([]string{c.String("output")}, []string{c.String("moshi-weight")}); err != nil {
 		return err
-	}
-	if c.Int("threads") < 0 {
-		return fmt.Errorf("--threads must be positive, not %d", c.Int("threads"))
 	}
 	log := &logger{quiet: c.Bool("quiet"), w: c.App.ErrWriter}
 	r, err := job.QuantizeFile(job.QuantizeOptions{

@@ -21,8 +21,6 @@ func init() {
 			"(\"<system> \" + TEXT.strip() + \" <system>\"). Put -- before a TEXT that starts with \"-\".",
 		// TEXT may be "help": no help subcommand.
 		HideHelpCommand: true,
-		// Usage errors go to stderr (via main), not as help on stdout.
-		OnUsageError: func(_ *ucli.Context, err error, _ bool) error { return fmt.Errorf("tokenize: %w", err) },
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "tokenizer", Usage: "SentencePiece model file (tokenizer.model), required"},
 			&ucli.BoolFlag{Name: "system", Usage: "wrap TEXT with <system> tags first, as offline.py does"},
@@ -32,12 +30,13 @@ func init() {
 }
 
 func runTokenize(c *ucli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("tokenize: want exactly one TEXT argument, got %d (quote the text; put -- before a TEXT starting with \"-\")", c.NArg())
-	}
+	// Usage errors (exit 2, one line on stderr, not the help on stdout).
 	path := c.String("tokenizer")
 	if path == "" {
-		return fmt.Errorf("tokenize: --tokenizer is required")
+		return missingFlags("tokenize", []string{"--tokenizer"})
+	}
+	if c.NArg() != 1 {
+		return usageErrorf("tokenize: want exactly one TEXT argument, got %d (quote the text; put -- before a TEXT starting with \"-\")", c.NArg())
 	}
 	text := c.Args().First()
 	tok, err := prompts.Load(path)

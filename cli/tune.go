@@ -15,6 +15,7 @@ import (
 	"github.com/pp-offline/pp-offline/infer/lm"
 	"github.com/pp-offline/pp-offline/infer/ops"
 	"github.com/pp-offline/pp-offline/infer/weights"
+	"github.com/pp-offline/pp-offline/internal/sysmem"
 	"github.com/pp-offline/pp-offline/offload"
 )
 
@@ -62,9 +63,9 @@ func tuneFigures(c *ucli.Context, eng *ops.Engine, log *logger) (offload.Figures
 	if c.IsSet("cpu-bandwidth") {
 		fig.CPUBandwidth = offload.Figure{Value: c.Float64("cpu-bandwidth"), Unit: "GB/s", Source: offload.FromDeclared, Note: "--cpu-bandwidth"}
 	} else {
-		n, err := offload.ParseSize(c.String("measure-bytes"))
+		n, err := measureBytes(c, true)
 		if err != nil {
-			return fig, fmt.Errorf("--measure-bytes: %w", err)
+			return fig, err
 		}
 		log.Infof("measuring the memory read bandwidth (%s, %d threads)", offload.FormatSize(n), eng.Threads())
 		bw := eng.MeasureReadBandwidth(int(n))
@@ -77,6 +78,37 @@ func tuneFigures(c *ucli.Context, eng *ops.Engine, log *logger) (offload.Figures
 		}
 	}
 	return fig, fig.Validate()
+}
+
+// measureBytes is --measure-bytes (tune, plan --measure-cpu): the buffer
+// of a memory-bandwidth measurement, from 1 MiB to 1 TiB as bench's
+// --memory-mib (a usage error, exit 2, checked before anything runs). With
+// alloc, the buffer will be allocated: one that the memory left to the
+// process cannot hold is refused as bench's memory estimate refuses one
+// (exit 1, one line), not left to crash the runtime.
+func measureBytes(c *ucli.Context, alloc bool) (int64, error) {
+	const lo, hi = 1 << 20, maxMemoryMiB << 20
+	n, err := offload.ParseSize(c.String("measure-bytes"))
+	if err != nil {
+		return 0, usageErrorf("--measure-bytes: %v", err)
+	}
+	if n < lo || n > hi {
+		return 0, usageErrorf("--measure-bytes must be from %s to %s, not %s", offload.FormatSize(lo), offload.FormatSize(hi), c.String("measure-bytes"))
+	}
+	if m := sysmem.Read(); alloc && m.OK && n > m.Bytes {
+		return 0, fmt.Errorf("not enough memory: --measure-bytes %s is more than %s leaves (%s); use a smaller --measure-bytes",
+			offload.FormatSize(n), m.Source, offload.FormatSize(m.Bytes))
+	}
+	return n, nil
+}
+
+// positiveFigure checks a declared machine figure (--cpu-bandwidth, ...):
+// a finite number above 0, else a usage error (exit 2).
+func positiveFigure(c *ucli.Context, flag, unit string) error {
+	if v := c.Float64(flag); !(v > 0) || math.IsInf(v, 0) {
+		return usageErrorf("--%s must be a positive number of %s, not %v", flag, unit, v)
+	}
+	return nil
 }
 
 // tuneResult is what a tune run measured, for printing.
@@ -95,7 +127,7 @@ type tuneResult struct {
 
 func runTune(c *ucli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("tune: unexpected argument %q", c.Args().First())
+		return unexpectedArgs(c, "tune")
 	}
 	r, err := tune(c)
 	if err != nil {
@@ -109,8 +141,22 @@ func runTune(c *ucli.Context) error {
 }
 
 func tune(c *ucli.Context) (*tuneResult, error) {
-	if c.Int("frames") <= 0 || c.Int("warmup") < 0 || c.Int("threads") < 0 {
-		return nil, fmt.Errorf("--frames must be positive, --warmup and --threads not negative")
+	// Every bad value is a usage error (exit 2), found before the config
+	// is read or a device looked for.
+	switch {
+	case c.Int("frames") < 1:
+		return nil, usageErrorf("--frames must be from 1 to %d, not %d", 1<<20, c.Int("frames"))
+	case c.Int("warmup") < 0:
+		return nil, usageErrorf("--warmup must be from 0 to %d, not %d", 1<<20, c.Int("warmup"))
+	case c.Int("threads") < 0:
+		return nil, usageErrorf("--threads must be from 0 (all cores) to %d, not %d", maxThreads, c.Int("threads"))
+	}
+	if c.IsSet("cpu-bandwidth") {
+		if err := positiveFigure(c, "cpu-bandwidth", "GB/s"); err != nil {
+			return nil, err
+		}
+	} else if _, err := measureBytes(c, true); err != nil {
+		return nil, err
 	}
 	// Bounded before they size anything (the sum cannot overflow).
 	if c.Int("frames") > 1<<20 || c.Int("warmup") > 1<<20 || c.Int("frames")+c.Int("warmup") > 1<<20 || c.Int("threads") > maxThreads {
@@ -135,7 +181,7 @@ func tune(c *ucli.Context) (*tuneResult, error) {
 	if !sim {
 		for _, f := range []string{"gpu-memory", "host-memory", "workspace", "sim-figures"} {
 			if c.IsSet(f) {
-				return nil, fmt.Errorf("--%s needs a device (--device sim)", f)
+				return nil, usageErrorf("--%s needs a device (--device sim)", f)
 			}
 		}
 	}

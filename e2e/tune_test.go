@@ -90,8 +90,8 @@ func TestTune(t *testing.T) {
 			want string
 			code int
 		}{
-			{[]string{"--gpu-memory", "1GiB"}, "--gpu-memory needs a device (--device sim)", 1},
-			{[]string{"--frames", "0"}, "--frames must be positive", 1},
+			{[]string{"--gpu-memory", "1GiB"}, "--gpu-memory needs a device (--device sim)", exitUsage},
+			{[]string{"--frames", "0"}, "--frames must be from 1 to", exitUsage},
 			{[]string{"--device", "sim", "--gpu-memory", "8G"}, "ambiguous", exitUsage},
 			{[]string{"--device", "tpu"}, "--device must be", exitUsage},
 		} {

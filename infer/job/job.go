@@ -89,7 +89,7 @@ func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tok
 	if len(in.user) == 0 {
 		return nil, fmt.Errorf("%s: no audio samples", it.InputWAV)
 	}
-	if err := finiteAudio(it.InputWAV, in.user, cfg.Mimi.SampleRate); err != nil {
+	if err := FiniteAudio(it.InputWAV, in.user, cfg.Mimi.SampleRate); err != nil {
 		return nil, err
 	}
 	if it.TextPrompt != "" {
@@ -131,11 +131,11 @@ func fileSize(path string) int64 {
 	return 0
 }
 
-// finiteAudio refuses audio holding NaN or infinite samples (a float WAV
+// FiniteAudio refuses audio holding NaN or infinite samples (a float WAV
 // can): the codec would turn them into garbage frames with no error. An
 // unattended job wants the item failed, loudly, rather than an output that
 // looks fine.
-func finiteAudio(path string, x []float32, rate int) error {
+func FiniteAudio(path string, x []float32, rate int) error {
 	for i, v := range x {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return fmt.Errorf("%s: sample %d (at %.3f s) is %v: not usable audio", path, i, float64(i)/float64(rate), v)

@@ -190,7 +190,7 @@ func loadVoiceAudio(ctx context.Context, path string, rate int, lim audio.Limits
 	if len(x) == 0 {
 		return nil, fmt.Errorf("%s: voice prompt has no audio samples", path)
 	}
-	if err := finiteAudio(path, x, rate); err != nil {
+	if err := FiniteAudio(path, x, rate); err != nil {
 		return nil, err
 	}
 	return audio.NormalizeLoudness(x, rate, -24), nil
