@@ -307,6 +307,7 @@ func (c *Client) fetch(ctx context.Context, cache Cache, repo, revision string, 
 		return snap, fmt.Errorf("%s is set: not contacting the hub", c.offlineVar())
 	}
 	pinned := revision
+	former := "" // the commit the cache's ref named before a move (formerSnapshot)
 	for _, f := range fetchOrder(files) {
 		var m fileMeta
 		var err error
@@ -329,11 +330,14 @@ func (c *Client) fetch(ctx context.Context, cache Cache, repo, revision string, 
 			continue
 		}
 		if err != nil {
-			return snap, err
+			return snap, formerSnapshot(err, cache, repo, revision, former, files)
 		}
 		if snap.Commit == "" {
 			snap.Commit, pinned = m.Commit, m.Commit
 			snap.Dir = filepath.Join(cache.RepoDir(repo), "snapshots", m.Commit)
+			if old, err := cache.Commit(repo, revision); err == nil && old != m.Commit {
+				former = old
+			}
 			if err := writeRef(cache, repo, revision, m.Commit); err != nil {
 				return snap, err
 			}
@@ -341,13 +345,27 @@ func (c *Client) fetch(ctx context.Context, cache Cache, repo, revision string, 
 			return snap, fmt.Errorf("%s: the hub answered commit %s, the other files are from %s", f.Name, m.Commit, snap.Commit)
 		}
 		if err := c.fetchFile(ctx, cache, snap, f.Name, m); err != nil {
-			return snap, err
+			return snap, formerSnapshot(err, cache, repo, revision, former, files)
 		}
 	}
 	if snap.Commit == "" {
 		return snap, fmt.Errorf("none of %s is in %s at revision %s", strings.Join(Names(files), ", "), repo, revision)
 	}
 	return snap, nil
+}
+
+// formerSnapshot adds to a failed download's error, when the revision had
+// moved from a commit whose snapshot the cache holds complete, how to run
+// from that one: the ref now names the new commit (as huggingface_hub
+// writes it), so offline mode alone would not find it.
+func formerSnapshot(err error, cache Cache, repo, revision, former string, files []File) error {
+	if former == "" || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if _, missing, lerr := cache.Lookup(repo, former, files); lerr != nil || len(missing) > 0 {
+		return err
+	}
+	return fmt.Errorf("%w; the cache holds %s's former commit %s complete: --revision %s runs from it, offline too", err, revision, former, former)
 }
 
 // writeRef points refs/<revision> at commit (nothing for a commit hash),

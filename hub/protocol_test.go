@@ -355,3 +355,27 @@ func TestRefWrittenBeforeTheFiles(t *testing.T) {
 		t.Fatalf("missing %q, %v", missing, err)
 	}
 }
+
+// A download that fails after the branch moved says how to run from the
+// former commit's complete snapshot: the ref names the new commit already
+// (as huggingface_hub writes it), so offline mode alone would not find it.
+func TestFailedMoveNamesTheFormerSnapshot(t *testing.T) {
+	files := fixtureFiles(t)
+	s := newHub(t, files)
+	cache := Cache{Dir: t.TempDir()}
+	ctx := context.Background()
+	old, err := testClient(s, nil).Resolve(ctx, cache, repo, "main", wanted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const changed = "tokenizer_spm_32k_3.model"
+	s.Update(map[string][]byte{changed: append(bytes.Clone(files[changed]), "v2"...)})
+	s.Fail500(changed, 1000)
+	_, err = testClient(s, nil).Resolve(ctx, cache, repo, "main", wanted)
+	if err == nil || !strings.Contains(err.Error(), "the cache holds main's former commit "+old.Commit+" complete: --revision "+old.Commit) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := testClient(s, nil).Resolve(ctx, cache, repo, old.Commit, wanted); err != nil {
+		t.Fatalf("--revision %s: %v", old.Commit, err)
+	}
+}
