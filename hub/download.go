@@ -606,7 +606,16 @@ func (c *Client) netError(ctx context.Context, name string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", name, ctx.Err())
 	}
-	return &retryable{fmt.Errorf("%s: cannot reach %s: %v", name, c.Endpoint, unwrapURLError(err))}
+	// The server that failed: the hub, or the download server (a CDN) it
+	// redirected to, by its origin only (a signed URL's query is a secret).
+	where := c.Endpoint
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			where = u.Scheme + "://" + u.Host
+		}
+	}
+	return &retryable{fmt.Errorf("%s: cannot reach %s: %v", name, where, unwrapURLError(err))}
 }
 
 func unwrapURLError(err error) error {

@@ -382,3 +382,16 @@ func TestIncompleteETagRefused(t *testing.T) {
 		t.Fatalf("linked: %v", m)
 	}
 }
+
+// A download server (CDN) that cannot be reached is named, not the hub
+// that redirected to it, and by its origin only (no signed query).
+func TestUnreachableCDNNamed(t *testing.T) {
+	s := newHub(t, fixtureFiles(t))
+	deadURL := s.CDN.URL
+	s.CDN.Close() // the hub answers; its CDN, where LFS files are, does not
+	c := testClient(s, nil)
+	_, err := c.Fetch(context.Background(), Cache{Dir: t.TempDir()}, repo, "main", []File{{Name: "model.safetensors"}})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach "+deadURL+":") || strings.Contains(err.Error(), "Signature") {
+		t.Fatalf("got %v", err)
+	}
+}
