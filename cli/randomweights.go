@@ -30,8 +30,8 @@ func init() {
 		UsageText: "pp-offline random-weights --config C --tokenizer T --output DIR",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "config", Usage: "model config JSON (default: the built-in PersonaPlex 7B)"},
-			&ucli.StringFlag{Name: "tokenizer", Required: true, Usage: "SentencePiece model to pad with unused pieces to the config's text_card"},
-			&ucli.StringFlag{Name: "output", Required: true, Usage: "folder to write model.safetensors, mimi.safetensors, tokenizer.model and config.json into"},
+			&ucli.StringFlag{Name: "tokenizer", Usage: "SentencePiece model to pad with unused pieces to the config's text_card"},
+			&ucli.StringFlag{Name: "output", Usage: "folder to write model.safetensors, mimi.safetensors, tokenizer.model and config.json into"},
 			&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the random values"},
 		},
 		Action: runRandomWeights,
@@ -39,6 +39,20 @@ func init() {
 }
 
 func runRandomWeights(c *ucli.Context) error {
+	if c.NArg() > 0 {
+		return unexpectedArgs(c, "random-weights")
+	}
+	// Checked here rather than with Required, which makes urfave/cli print
+	// the whole help before the error.
+	var missing []string
+	for _, n := range []string{"tokenizer", "output"} {
+		if c.String(n) == "" {
+			missing = append(missing, "--"+n)
+		}
+	}
+	if len(missing) > 0 {
+		return missingFlags("random-weights", missing)
+	}
 	cfg := config.Default()
 	if p := c.String("config"); p != "" {
 		var err error

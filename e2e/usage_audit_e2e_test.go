@@ -82,6 +82,7 @@ func TestUsageAudit(t *testing.T) {
 		{"tokenize no text", []string{"tokenize", "--tokenizer", tiny + "tokenizer.model"}, 2, "want exactly one TEXT argument, got 0"},
 		// quantize
 		{"quantize missing flags", []string{"quantize", "--moshi-weight", "X"}, 2, "quantize: missing required flags --format, --output"},
+		{"random-weights missing flags", []string{"random-weights", "--config", cfg}, 2, "random-weights: missing required flags --tokenizer, --output"},
 		{"quantize threads -1", quantize("--threads", "-1"), 2, "--threads must be from 0 (all cores) to 4096, not -1"},
 		{"quantize threads 99999999", quantize("--threads", "99999999"), 2, "--threads must be from 0 (all cores) to 4096, not 99999999"},
 		{"quantize extra argument", append(quantize(), "extra"), 2, `quantize: unexpected argument "extra"`},
