@@ -5,6 +5,7 @@ package cli
 
 import (
 	"fmt"
+	"log"
 	"os"
 	"slices"
 	"sort"
@@ -57,6 +58,9 @@ func Main(args []string, version, commit string) int {
 		fmt.Fprintf(os.Stderr, "pp-offline: PP_OFFLINE_KERNEL=%s: unknown or unsupported here (have %s)\n", k, strings.Join(ops.KernelNames(), ", "))
 		return 1
 	}
+	// The standard library's own messages (net/http's) in the log format.
+	log.SetFlags(0)
+	log.SetOutput(stdLog{&logger{w: os.Stderr}})
 	app := newApp()
 	if err := app.Run(args); err != nil {
 		err = withHint(asUsageError(err), app, args)

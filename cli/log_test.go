@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"log"
 	"runtime"
 	"strings"
 	"testing"
@@ -137,5 +138,33 @@ func TestBarClearedBeforeAWarning(t *testing.T) {
 	p.Finish()
 	if !strings.HasSuffix(buf.String(), "[info] 11/50 frames in 0.4 s, real-time factor 0.45\n") {
 		t.Fatalf("no summary after the bar: %q", buf.String()[drawn:])
+	}
+}
+
+// The standard library's log lines (net/http's "Unsolicited response …"
+// with a server's raw bytes) come out as one warning line of the log
+// format, quoted and cut, never binary on stderr.
+func TestStdLogOneQuotedLine(t *testing.T) {
+	var b bytes.Buffer
+	l := &logger{w: &b, stamp: true, now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 123e6, time.UTC) }}
+	std := log.New(stdLog{l}, "", 0)
+	std.Printf("Unsolicited response received on idle HTTP channel starting with %q; err=<nil>", "\x00\x01binary\nbody"+strings.Repeat("x", 500))
+	std.Print("raw \x00\xff bytes\nsecond line")
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), b.String())
+	}
+	for _, ln := range lines {
+		if !strings.HasPrefix(ln, "2026-01-02T03:04:05.123Z [warn] go: ") || len(ln) > 600 {
+			t.Errorf("line %q", ln)
+		}
+		for _, r := range ln {
+			if r < 0x20 || r == 0x7f {
+				t.Errorf("control character in %q", ln)
+			}
+		}
+	}
+	if !strings.Contains(lines[1], `\x00`) {
+		t.Errorf("raw bytes not quoted: %q", lines[1])
 	}
 }
