@@ -359,7 +359,7 @@ func TestRefWrittenBeforeTheFiles(t *testing.T) {
 // A download that fails after the branch moved says how to run from the
 // former commit's complete snapshot: the ref names the new commit already
 // (as huggingface_hub writes it), so offline mode alone would not find it.
-func TestFailedMoveNamesTheFormerSnapshot(t *testing.T) {
+func TestMovedRefHint(t *testing.T) {
 	files := fixtureFiles(t)
 	s := newHub(t, files)
 	cache := Cache{Dir: t.TempDir()}

@@ -47,7 +47,7 @@ pkgs=${*:-"internal/fileio audio prompts voices infer/config infer/weights infer
 # every test through the hub's cache links (blobs/ -> snapshots/) or a tar
 # symlink fails under wine; on Windows proper a symlink needs the
 # privilege or developer mode, else the hub makes a hard link.
-SKIP_hub='TestHuggingfaceHubCacheFollowsRefs|TestColdCacheLayoutThenWarm|TestInterruptedDownloadResumesWithRange|TestWrongSHA256Rejected|TestRetriesOn500|TestOfflineListsEveryMissingFile|TestOptionalFileAbsent|TestStalledTransferResumes|TestExtractVoicesOnce|TestTokenStaysOnItsOrigin|TestUnsizedBodiesAreCompletedOrRefused|TestCachedBlobOfWrongSizeReplaced|TestCachedBranchRevalidated|TestRefWrittenBeforeTheFiles'
+SKIP_hub='TestHuggingfaceHubCacheFollowsRefs|TestColdCacheLayoutThenWarm|TestInterruptedDownloadResumesWithRange|TestWrongSHA256Rejected|TestRetriesOn500|TestOfflineListsEveryMissingFile|TestOptionalFileAbsent|TestStalledTransferResumes|TestExtractVoicesOnce|TestTokenStaysOnItsOrigin|TestUnsizedBodiesAreCompletedOrRefused|TestCachedBlobOfWrongSizeReplaced|TestCachedBranchRevalidated|TestRefWrittenBeforeTheFiles|TestMovedRefHint'
 
 # TestConvAssemblyIsGenerated runs `go run conv_gen.go`: there is no go
 # command for Windows here.
