@@ -1159,7 +1159,8 @@ func (d *transfer) request(ctx context.Context) (again bool, err error) {
 				return false, fmt.Errorf("%s: the server sent more than the %d bytes declared", d.name, limit)
 			}
 			if _, err := d.f.Write(buf[:n]); err != nil {
-				return false, fmt.Errorf("%s: %v", d.f.Name(), fileio.PathErr(err))
+				// Named by the file the user asked for, then where it failed.
+				return false, fmt.Errorf("%s: writing %s: %v", d.name, d.f.Name(), fileio.PathErr(err))
 			}
 			if d.sha != nil {
 				d.sha.Write(buf[:n])
