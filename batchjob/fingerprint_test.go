@@ -206,8 +206,17 @@ func TestListDirAccept(t *testing.T) {
 	if s := SkippedList(append(skipped, "g", "h"), 3); s != "4 files (d.txt, f.wav, g, …)" {
 		t.Fatalf("%q", s)
 	}
-	os.Remove(filepath.Join(in, "c.wav"))
-	if _, _, err := ListDirAccept(in, out, false, def, func([]byte) bool { return false }); err == nil || !strings.Contains(err.Error(), "no audio files the reader takes") || !strings.Contains(err.Error(), "skipped: 5 files") {
+	// A name of an audio format is an item whatever its content (it fails
+	// as one when it does not decode); with no such name and nothing
+	// accept takes, the folder has no item and the error lists it.
+	if items, _, err := ListDirAccept(in, out, false, def, func([]byte) bool { return false }); err != nil || len(items) != 4 {
+		t.Fatalf("named as audio, accept refusing all: %d items, %v", len(items), err)
+	}
+	none := t.TempDir()
+	for _, name := range []string{"a.bin", "b.dat", "c.txt", "d.json", "e"} {
+		os.WriteFile(filepath.Join(none, name), []byte("RIFF...."), 0o644)
+	}
+	if _, _, err := ListDirAccept(none, out, false, def, func([]byte) bool { return false }); err == nil || !strings.Contains(err.Error(), "no audio files the reader takes") || !strings.Contains(err.Error(), "skipped: 5 files") {
 		t.Fatalf("none: %v", err)
 	}
 }

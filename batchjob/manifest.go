@@ -14,9 +14,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -458,9 +460,9 @@ func ListDir(inputDir, outputDir string, recursive bool, def Settings) ([]*Item,
 // ListDirAccept makes an item of every audio file in inputDir (with
 // recursive, in its subfolders too, but never inside outputDir), sorted
 // by path; the outputs are outputDir/<relative path without
-// extension>.wav and .json. A file is audio when accept takes its first
-// HeadLen bytes (by content: the audio reader's own sniffing), or, with
-// accept nil, by its extension. A file that an earlier run wrote as the
+// extension>.wav and .json. A file is audio when its name is an audio
+// format's (audioExts), or when accept takes its first HeadLen bytes (by
+// content: the audio reader's own sniffing). A file that an earlier run wrote as the
 // output of another listed file (earlierOutputs: the output folder is the
 // input folder, contains it, or is a link to it) is no item. skipped lists
 // the other files (hidden ones and folders not walked aside), sorted.
@@ -549,7 +551,7 @@ func ListDirAccept(inputDir, outputDir string, recursive bool, def Settings, acc
 		}
 		what := "audio files the reader takes"
 		if accept == nil {
-			what = ".wav files"
+			what = "files named as audio (" + strings.Join(slices.Sorted(maps.Keys(audioExts)), ", ") + ")"
 		}
 		if len(skipped) > 0 {
 			how += "; skipped: " + SkippedList(skipped, 3)
@@ -622,11 +624,15 @@ func madeOf(it *Item) bool {
 	return fp != nil && fp.Input.Name == filepath.Base(it.InputWAV)
 }
 
-// isAudio: accept on the file's first HeadLen bytes (read without
-// blocking), else the extension.
+// isAudio: named as audio (audioExts: such a file is an item even when it
+// does not decode, and then fails as one), or taken by accept on its first
+// HeadLen bytes (read without blocking; an empty file is not asked).
 func isAudio(p string, accept func([]byte) bool) bool {
+	if audioExts[strings.ToLower(filepath.Ext(p))] {
+		return true
+	}
 	if accept == nil {
-		return audioExts[strings.ToLower(filepath.Ext(p))]
+		return false
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {

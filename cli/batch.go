@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,7 +146,11 @@ func runBatch(c *ucli.Context) error {
 		err = errors.New("--input-dir needs --output-dir")
 	} else {
 		var skipped []string
-		items, skipped, err = listInputDir(inDir, outDir, c.Bool("recursive"), def)
+		// Every file named as audio, and every other file whose content
+		// the reader takes (natively or through ffmpeg); the others are
+		// listed as skipped.
+		accept := func(head []byte) bool { return audio.Sniff(head) != "" }
+		items, skipped, err = batchjob.ListDirAccept(inDir, outDir, c.Bool("recursive"), def, accept)
 		if err == nil && len(skipped) > 0 {
 			log.Infof("--input-dir: skipping %s (not audio the reader takes)", batchjob.SkippedList(skipped, 5))
 		}
@@ -216,80 +218,6 @@ func runBatch(c *ucli.Context) error {
 	b := &batchRun{c: c, log: log, manifest: manifest, items: mine, report: batchjob.NewReport(mine), reportPath: reportPath}
 	b.report.Manifest, b.report.InputDir, b.report.Shard, b.report.ShardSource = manifest, inDir, shard.String(), shard.Source
 	return b.run()
-}
-
-// listInputDir lists --input-dir's items: every file whose content the
-// reader takes (natively or through ffmpeg: audio.Sniff) and every file
-// named as audio (.wav, .flac, …: batchjob's audioExts) that is no audio
-// (empty, truncated, random bytes, unreadable), sorted by path. Such a
-// file is an item that fails alone, in the report, as a manifest's bad
-// input_wav does: README promises every audio file is run. The other files are skipped. Two
-// listings (batchjob.ListDirAccept by content, then by name), because
-// accept sees a file's first bytes, never its name, and is not asked
-// about an empty file.
-func listInputDir(inDir, outDir string, recursive bool, def batchjob.Settings) (items []*batchjob.Item, skipped []string, err error) {
-	sniffed := func(head []byte) bool { return audio.Sniff(head) != "" }
-	byContent, notAudio, contentErr := batchjob.ListDirAccept(inDir, outDir, recursive, def, sniffed)
-	byName, notNamed, nameErr := batchjob.ListDirAccept(inDir, outDir, recursive, def, nil)
-	// Both listings fail on a bad folder or flag, and on a folder of more
-	// files than a job takes; one alone fails when it finds no file: none
-	// that sniffs as audio (by content), no .wav file (by name).
-	tooMany := func(its []*batchjob.Item, other []string) bool { return len(its)+len(other) >= batchjob.MaxItems }
-	switch {
-	case contentErr != nil && (nameErr != nil || tooMany(byName, notNamed)):
-		return nil, nil, contentErr // it lists what it skipped
-	case nameErr != nil && tooMany(byContent, notAudio):
-		return nil, nil, nameErr
-	case contentErr != nil:
-		return byName, notNamed, nil // .wav files only, none of them audio: they run, and fail
-	}
-	items = byContent
-	listed := map[string]bool{}
-	for _, it := range byContent {
-		listed[it.InputWAV] = true
-	}
-	// A .wav file the listing by content left out is an item when it is no
-	// audio; one that is audio was left out for a reason of the listing's
-	// own (an earlier run's output), which stands.
-	for _, it := range byName {
-		if !listed[it.InputWAV] && !sniffsAudio(it.InputWAV) {
-			listed[it.InputWAV] = true
-			items = append(items, it)
-		}
-	}
-	if len(items) > batchjob.MaxItems {
-		return nil, nil, fmt.Errorf("--input-dir %s: more than %d audio files", inDir, batchjob.MaxItems)
-	}
-	// Sorted by path as each listing is, and numbered again: an item's
-	// index is what --shard takes.
-	sort.Slice(items, func(i, j int) bool { return items[i].InputWAV < items[j].InputWAV })
-	for i, it := range items {
-		it.Index = i
-	}
-	for _, r := range notAudio {
-		if !listed[filepath.Join(inDir, r)] {
-			skipped = append(skipped, r)
-		}
-	}
-	return items, skipped, nil
-}
-
-// sniffsAudio: the file's first bytes are audio the reader takes (a file
-// that cannot be read is not). Opened without blocking and not registered
-// as an input: a file it finds to be audio is left out of the job (an
-// earlier run's output, which this run may write again).
-func sniffsAudio(path string) bool {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return false
-	}
-	head := make([]byte, batchjob.HeadLen)
-	n, _ := io.ReadFull(f, head)
-	return n > 0 && audio.Sniff(head[:n]) != ""
 }
 
 // batchRun is one `pp-offline batch` job after its checks.
