@@ -109,7 +109,7 @@ func runCodecEncode(c *ucli.Context) error {
 	if err != nil {
 		return fmt.Errorf("codec encode: %w", err)
 	}
-	if err := usableAudio(in, pcm, m.Cfg.SampleRate); err != nil {
+	if err := job.UsableAudio(in, pcm, m.Cfg.SampleRate); err != nil {
 		return fmt.Errorf("codec encode: %w", err)
 	}
 	codes := encodeCodes(m, pcm)
@@ -122,17 +122,6 @@ func runCodecEncode(c *ucli.Context) error {
 		return fmt.Errorf("codec encode: %s: %w", out, fileio.PathErr(err))
 	}
 	return nil
-}
-
-// usableAudio refuses an input the main command refuses, with its
-// messages: no samples, or a NaN or infinite one (a float WAV can hold
-// them), which the codec would turn into codes with no error. Bad input:
-// exit 1, one line naming the file.
-func usableAudio(path string, x []float32, rate int) error {
-	if len(x) == 0 {
-		return fmt.Errorf("%s: no audio samples", path)
-	}
-	return job.FiniteAudio(path, x, rate)
 }
 
 // encodeCodes encodes pcm in frames (the last frame zero-padded, as

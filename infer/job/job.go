@@ -86,10 +86,7 @@ func prepare(ctx context.Context, it *Item, cfg *config.Config, tok *prompts.Tok
 	if in.user, err = audio.LoadMonoLimits(ctx, it.InputWAV, cfg.Mimi.SampleRate, lim); err != nil {
 		return nil, err
 	}
-	if len(in.user) == 0 {
-		return nil, fmt.Errorf("%s: no audio samples", it.InputWAV)
-	}
-	if err := FiniteAudio(it.InputWAV, in.user, cfg.Mimi.SampleRate); err != nil {
+	if err := UsableAudio(it.InputWAV, in.user, cfg.Mimi.SampleRate); err != nil {
 		return nil, err
 	}
 	if it.TextPrompt != "" {
@@ -129,6 +126,15 @@ func fileSize(path string) int64 {
 		return st.Size()
 	}
 	return 0
+}
+
+// UsableAudio refuses an input with no samples, or with a NaN or infinite
+// one (FiniteAudio): the main job's input and codec encode's.
+func UsableAudio(path string, x []float32, rate int) error {
+	if len(x) == 0 {
+		return fmt.Errorf("%s: no audio samples", path)
+	}
+	return FiniteAudio(path, x, rate)
 }
 
 // FiniteAudio refuses audio holding NaN or infinite samples (a float WAV
