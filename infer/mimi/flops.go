@@ -35,8 +35,12 @@ func FLOPsPerFrame(cfg *config.Mimi) (float64, error) {
 				f, r := conv(s.conv, rate)
 				flop, rate = flop+f, r
 			case stepRes:
-				for _, d := range append(append([]convDesc(nil), s.block...), shortcut(s)...) {
+				for _, d := range s.block {
 					f, _ := conv(d, rate)
+					flop += f
+				}
+				if s.shortcut != nil {
+					f, _ := conv(*s.shortcut, rate)
 					flop += f
 				}
 			}
@@ -52,13 +56,6 @@ func FLOPsPerFrame(cfg *config.Mimi) (float64, error) {
 		total += down + up
 	}
 	return total, nil
-}
-
-func shortcut(s stepDesc) []convDesc {
-	if s.shortcut == nil {
-		return nil
-	}
-	return []convDesc{*s.shortcut}
 }
 
 // transformerFLOPs is one position of one of the codec's transformers
